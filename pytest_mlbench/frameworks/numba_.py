@@ -1,0 +1,36 @@
+"""Numba: hand-written gradients compiled with numba.njit (nopython mode), CPU only."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pytest_mlbench.errors import Unsupported
+from pytest_mlbench.frameworks.base import Compiled, package_versions
+from pytest_mlbench.frameworks.numpy_ import NumpyAdapter
+
+
+class NumbaAdapter(NumpyAdapter):
+    name = "numba"
+    modules = ("numba",)
+    extra = "numba"
+    variants = ("jit",)
+
+    def compile(self, fn: Callable[..., Any], variant: str) -> Compiled:
+        if variant != "jit":
+            raise Unsupported(f"numba has no {variant} variant (plain NumPy is the eager one)")
+        import numba
+
+        jitted = numba.njit(fn, cache=False, fastmath=False)
+        # One signature per compilation: a new one during timing is a recompile.
+        return Compiled(jitted, variant, traces=lambda: len(jitted.signatures),
+                        name=getattr(fn, "__name__", ""))
+
+    def versions(self) -> dict[str, str]:
+        return package_versions("numba", "llvmlite", "numpy")
+
+    def threads(self) -> dict[str, Any]:
+        import numba
+
+        return {**super().threads(), "numba.get_num_threads": numba.get_num_threads(),
+                "threading_layer": numba.config.THREADING_LAYER}

@@ -1,0 +1,69 @@
+"""Collection: turns settings and workload specs into parametrized, readably-named cases.
+
+Nothing here imports a framework unless ``--mlbench-device=auto`` needs to ask it for devices;
+a framework that is not installed still appears, skipped with the extra to install."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pytest
+
+from pytest_mlbench import frameworks
+from pytest_mlbench.case import CaseId
+from pytest_mlbench.options import Settings
+from pytest_mlbench.workload import Workload
+
+DEVICE_PREFERENCE = ("gpu", "tpu", "cpu")
+
+
+def resolve_device(requested: str, framework: str, registry: Mapping[str, Any]) -> str:
+    """``auto`` becomes the best device the framework sees; other requests are kept, and a
+    device that is not present skips the case when it runs, naming what is missing."""
+    if requested != "auto" or frameworks.missing_reason(framework, dict(registry)):
+        return requested
+    present = frameworks.load(framework, dict(registry)).devices()
+    return next(kind for kind in DEVICE_PREFERENCE if kind in present or kind == "cpu")
+
+
+def enumerate_cases(workloads: tuple[Workload, ...], settings: Settings,
+                    registry: Mapping[str, Any]) -> Iterator[CaseId]:
+    for workload in workloads:
+        for shape in workload.sizes[settings.size]:
+            for fw in settings.frameworks:
+                for variant in settings.variants:
+                    if variant not in workload.implementations.get(fw, ()):
+                        continue
+                    device = resolve_device(settings.device, fw, registry)
+                    for precision in settings.precisions:
+                        yield CaseId(workload, shape, fw, variant, device, precision)
+
+
+def case_params(cases: list[CaseId], registry: Mapping[str, Any]) -> list[Any]:
+    params = []
+    for cid in cases:
+        missing = frameworks.missing_reason(cid.framework, dict(registry))
+        marks = [pytest.mark.skip(reason=missing)] if missing else []
+        params.append(pytest.param(cid, id=cid.name, marks=marks))
+    return params
+
+
+def workload_params(workloads: tuple[Workload, ...], settings: Settings) -> list[Any]:
+    return [pytest.param((w, shape), id=f"{w.name}-{shape.label}" if shape.label else w.name)
+            for w in workloads for shape in w.sizes[settings.size]]
+
+
+def single_params(name: str, settings: Settings, registry: Mapping[str, Any]) -> list[Any]:
+    """For user tests that ask for ``framework``, ``device`` or ``precision`` on their own."""
+    if name == "framework":
+        return [pytest.param(fw, id=fw, marks=_missing_marks(fw, registry))
+                for fw in settings.frameworks]
+    if name == "device":
+        return [pytest.param(settings.device, id=settings.device)]
+    return [pytest.param(p, id=p) for p in settings.precisions]
+
+
+def _missing_marks(framework: str, registry: Mapping[str, Any]) -> list[Any]:
+    missing = frameworks.missing_reason(framework, dict(registry))
+    return [pytest.mark.skip(reason=missing)] if missing else []

@@ -1,0 +1,76 @@
+"""Synchronised, compile-aware timing on top of pytest-benchmark.
+
+The first steps run (and are checked) before timing starts, so compilation never falls inside
+a timed round; each timed call runs ``steps_per_call`` steps and ends with the adapter's sync,
+so asynchronous frameworks are timed for finished work without a host sync per step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_mlbench.case import Case
+from pytest_mlbench.checks import assert_no_retrace
+
+
+@dataclass(frozen=True)
+class Result:
+    """One benchmarked case, for the end-of-session table."""
+
+    group: str
+    impl: str  # "jax-jit"
+    step_s: float  # median seconds per training step
+    first_call_s: float
+    gflops: float
+
+
+def timed(step: Callable[[], Any], adapter: Any, trainer: Any) -> tuple[float, Any]:
+    """Wall time of one step, synchronised on its loss and the updated parameters."""
+    start = time.perf_counter()
+    out = step()
+    adapter.sync((out, trainer.params()))
+    return time.perf_counter() - start, out
+
+
+def measure(benchmark: Any, case: Case, trainer: Any, checked_step_s: list[float], *,
+            digest: str, where: str) -> Result | None:
+    """Time the steady-state step; record compile time, FLOPs and GFLOP/s in extra_info."""
+    cid, adapter = case.id, case.adapter
+    n = cid.shape.steps_per_call
+
+    def run_steps() -> None:
+        for _ in range(n):
+            out = trainer.step()
+        adapter.sync((out, trainer.params()))
+
+    steady = statistics.median(checked_step_s[1:]) if len(checked_step_s) > 1 else float("nan")
+    flops = int(cid.workload.flops_per_step(cid.shape.dims))
+    benchmark.group = cid.group
+    benchmark.extra_info.update({
+        "workload": cid.workload.name, "shape": cid.shape.label, "dims": dict(cid.shape.dims),
+        "framework": cid.framework, "variant": cid.variant, "device": cid.device,
+        "precision": cid.precision, "dtype": case.policy.dtype, "seed": case.seed,
+        "data_sha256": digest, "steps_per_call": n, "first_call_s": checked_step_s[0],
+        "compile_s": max(checked_step_s[0] - steady, 0.0), "flops_per_step": flops,
+        "versions": adapter.versions(), "threads": adapter.threads(),
+    })
+    before = sum(case.traces())
+    with contextlib.ExitStack() as stack:
+        for compiled in case.compiled:
+            stack.enter_context(compiled.guard())
+        if cid.shape.rounds:
+            benchmark.pedantic(run_steps, rounds=cid.shape.rounds, iterations=1)
+        else:
+            benchmark(run_steps)
+    assert_no_retrace(sum(case.traces()), before, where=where)
+    if not benchmark.enabled or not benchmark.stats:
+        return None
+    step_s = benchmark.stats.stats.median / n
+    gflops = flops / step_s / 1e9
+    benchmark.extra_info.update({"step_s": step_s, "gflops": gflops})
+    return Result(cid.group, f"{cid.framework}-{cid.variant}", step_s, checked_step_s[0], gflops)
