@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Protocol
 
@@ -66,13 +66,13 @@ class Adapter(Protocol):
         """Thread settings the framework will use."""
 
 
-@dataclass
 class TraceCounter:
     """Wraps a Python function and counts how often it runs: under a tracing jit, that is
-    how often it was traced."""
+    how often it was traced. Hashable by identity, as jax.jit requires."""
 
-    fn: Callable[..., Any]
-    count: int = field(default=0)
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn, self.count = fn, 0
+        self.__name__ = getattr(fn, "__name__", "step")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         self.count += 1

@@ -7,41 +7,52 @@ from typing import Any
 import numpy as np
 
 
-def forward_backward(x: np.ndarray, y: np.ndarray, w1: np.ndarray, w2: np.ndarray) -> Any:
+def forward_backward(x: np.ndarray, y: np.ndarray, w1: np.ndarray, w2: np.ndarray,
+                     consts: np.ndarray) -> Any:
+    # Numba promotes float32 with any Python number to float64 (it predates NEP 50), so the
+    # constants arrive as an array of the policy's dtype: 0, 1/2, 1, 1/batch.
+    zero, half, one, inv_batch = consts[0], consts[1], consts[2], consts[3]
     h = np.tanh(x @ w1)
     z = h @ w2
     # softplus(z) - y z, written stably because numba has no logaddexp
-    loss = np.mean(np.maximum(z, 0) + np.log1p(np.exp(-np.abs(z))) - y * z)
-    dz = (0.5 * (1 + np.tanh(0.5 * z)) - y) / z.shape[0]
-    dh = (dz @ w2.T) * (1 - h * h)
+    loss = np.mean(np.maximum(z, zero) + np.log1p(np.exp(-np.abs(z))) - y * z)
+    dz = (half * (one + np.tanh(half * z)) - y) * inv_batch
+    dh = (dz @ w2.T) * (one - h * h)
     return loss, x.T @ dh, h.T @ dz
 
 
-def sgd_step(x: np.ndarray, y: np.ndarray, w1: np.ndarray, w2: np.ndarray, lr: float) -> Any:
-    loss, g1, g2 = forward_backward(x, y, w1, w2)
-    w1 -= lr * g1
-    w2 -= lr * g2
-    return loss
+def make_step(grads: Any) -> Any:
+    """The update step calls the compiled gradient (numba needs jitted callees)."""
+
+    def sgd_step(x: np.ndarray, y: np.ndarray, w1: np.ndarray, w2: np.ndarray,
+                 consts: np.ndarray) -> Any:
+        loss, g1, g2 = grads(x, y, w1, w2, consts)
+        lr = consts[4]
+        w1 -= lr * g1
+        w2 -= lr * g2
+        return loss
+
+    return sgd_step
 
 
 class Trainer:
     def __init__(self, case: Any) -> None:
         self.w1, self.w2 = case.params["w1"], case.params["w2"]
         self.x, self.y = case.data["x"], case.data["y"]
-        # lr as the policy's dtype, so float32 runs never widen to float64 inside numba
-        self.lr = self.w1.dtype.type(case.learning_rate)
+        batch = self.x.shape[0]
+        self.consts = np.array([0, 0.5, 1, 1 / batch, case.learning_rate], dtype=self.w1.dtype)
         self.grads = case.compile(forward_backward)
-        self.sgd_step = case.compile(sgd_step)
+        self.sgd_step = case.compile(make_step(self.grads.fn))
 
     def params(self) -> dict[str, np.ndarray]:
         return {"w1": self.w1, "w2": self.w2}
 
     def loss_and_grads(self) -> tuple[Any, dict[str, np.ndarray]]:
-        loss, g1, g2 = self.grads(self.x, self.y, self.w1, self.w2)
+        loss, g1, g2 = self.grads(self.x, self.y, self.w1, self.w2, self.consts)
         return loss, {"w1": g1, "w2": g2}
 
     def step(self) -> Any:
-        return self.sgd_step(self.x, self.y, self.w1, self.w2, self.lr)
+        return self.sgd_step(self.x, self.y, self.w1, self.w2, self.consts)
 
 
 def build(case: Any) -> Trainer:
