@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import zlib
 from functools import cache
 from pathlib import Path
 from types import ModuleType
@@ -17,6 +18,9 @@ class CatalogueError(Exception):
 
 
 def load_module(path: Path, name: str) -> ModuleType:
+    """Import a file once per path: the name carries a hash of the path, so two suite roots
+    (a user's and the project's, or test copies) never share a module."""
+    name = f"{name}_{zlib.crc32(str(path.resolve()).encode()):08x}"
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, path)
@@ -33,18 +37,21 @@ def discover(root: Path) -> tuple[Workload, ...]:
     """All workloads under ``root`` in name order; an empty tuple when ``root`` is absent."""
     if not root.is_dir():
         return ()
-    found = []
-    for folder in sorted(p for p in root.iterdir() if (p / "spec.py").is_file()):
-        module = load_module(folder / "spec.py", f"mlbench_suite_{folder.name}_spec")
-        spec = getattr(module, "SPEC", None)
-        if not isinstance(spec, Workload):
-            raise CatalogueError(f"{folder / 'spec.py'}: defines no SPEC = Workload(...)")
-        if spec.name != folder.name:
-            raise CatalogueError(f"{folder / 'spec.py'}: SPEC.name {spec.name!r} must match the "
-                                 f"folder name {folder.name!r}")
-        check_files(folder, spec)
-        found.append(spec)
-    return tuple(found)
+    return tuple(load_workload(folder) for folder in sorted(root.iterdir())
+                 if (folder / "spec.py").is_file())
+
+
+def load_workload(folder: Path) -> Workload:
+    """The SPEC of one workload folder, checked against the folder's files."""
+    module = load_module(folder / "spec.py", f"mlbench_suite_{folder.name}_spec")
+    spec = getattr(module, "SPEC", None)
+    if not isinstance(spec, Workload):
+        raise CatalogueError(f"{folder / 'spec.py'}: defines no SPEC = Workload(...)")
+    if spec.name != folder.name:
+        raise CatalogueError(f"{folder / 'spec.py'}: SPEC.name {spec.name!r} must match the "
+                             f"folder name {folder.name!r}")
+    check_files(folder, spec)
+    return spec
 
 
 def check_files(folder: Path, spec: Workload) -> None:

@@ -24,7 +24,7 @@ from pytest_mlbench.harness import correctness_gate, seeded_start
 from pytest_mlbench.precision import POLICIES
 
 SUITES = Path(__file__).resolve().parents[1] / "suites"
-MLP = catalogue.discover(SUITES)[[w.name for w in catalogue.discover(SUITES)].index("mlp")]
+MLP = catalogue.load_workload(SUITES / "mlp")
 SMOKE = MLP.sizes["smoke"][0]
 NUMPY_IMPL = catalogue.implementation(SUITES, MLP, "numpy")
 

@@ -61,7 +61,8 @@ def build(case):
 
 def make_suite(pytester: pytest.Pytester, impls: str = '{"numpy": ("eager",)}',
                files: tuple[str, ...] = ("numpy",)) -> None:
-    pytester.makepyfile(**{"suites/test_workloads": TEST_MODULE})
+    # a basename of its own: the real suites/test_workloads.py may be imported already
+    pytester.makepyfile(**{"suites/test_toy_suite": TEST_MODULE})
     pytester.makepyfile(**{"suites/toy/spec": TOY_SPEC.replace("{IMPLS}", impls)})
     for name in files:
         pytester.makepyfile(**{f"suites/toy/impl_{name}": TOY_NUMPY})
@@ -71,9 +72,9 @@ def test_ids_read_like_the_docs(pytester: pytest.Pytester) -> None:
     make_suite(pytester)
     result = pytester.runpytest("--collect-only", "-q", "suites", "--mlbench-precision=fp32,fp64")
     result.stdout.fnmatch_lines([
-        "suites/test_workloads.py::test_reference_gradient[[]toy[]]",
-        "suites/test_workloads.py::test_train_step[[]toy-numpy-eager-cpu-fp32[]]",
-        "suites/test_workloads.py::test_train_step[[]toy-numpy-eager-cpu-fp64[]]",
+        "suites/test_toy_suite.py::test_reference_gradient[[]toy[]]",
+        "suites/test_toy_suite.py::test_train_step[[]toy-numpy-eager-cpu-fp32[]]",
+        "suites/test_toy_suite.py::test_train_step[[]toy-numpy-eager-cpu-fp64[]]",
     ])
 
 
@@ -155,3 +156,14 @@ def test_user_tests_get_framework_device_precision_fixtures(pytester: pytest.Pyt
     result = pytester.runpytest("-v", "--mlbench-frameworks=numpy", "--mlbench-precision=fp32,fp64")
     result.stdout.fnmatch_lines(["*test_fixtures[[]numpy-cpu-fp32[]] PASSED*",
                                  "*test_fixtures[[]numpy-cpu-fp64[]] PASSED*"])
+
+
+def test_a_tests_own_parametrize_wins(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.parametrize("precision", ["mine"])
+        def test_own(precision):
+            assert precision == "mine"
+    """)
+    pytester.runpytest().assert_outcomes(passed=1)

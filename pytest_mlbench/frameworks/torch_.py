@@ -34,7 +34,8 @@ class TorchAdapter:
         import torch
 
         if device not in self.devices():
-            raise Unavailable(f"no {device} visible to torch (torch.cuda.is_available() is False)")
+            why = " (torch.cuda.is_available() is False)" if device == "gpu" else ""
+            raise Unavailable(f"no {device} visible to torch{why}")
         if policy.gpu_only and device != "gpu":
             raise Unsupported(f"{policy.name} applies to NVIDIA GPUs only")
         self._device = torch.device("cuda" if device == "gpu" else "cpu")

@@ -1,0 +1,104 @@
+"""Adapters: round trips keep bytes and dtype, variants count their compilations, and a
+precision policy that does not take effect is an error, never a quiet downgrade."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pytest_mlbench import frameworks
+from pytest_mlbench.errors import PolicyNotApplied, Unavailable, Unsupported
+from pytest_mlbench.precision import POLICIES, dtype_name, numpy_dtype
+
+INSTALLED = [name for name in frameworks.BUILTIN
+             if frameworks.missing_reason(name, frameworks.BUILTIN) is None]
+
+
+def adapter_for(name: str, precision: str = "fp32") -> Any:
+    adapter = frameworks.load(name, frameworks.BUILTIN)
+    adapter.setup("cpu", POLICIES[precision], 0)
+    return adapter
+
+
+@pytest.mark.parametrize("name", INSTALLED)
+@pytest.mark.parametrize("precision", ["fp32", "fp64", "bf16"])
+def test_round_trip_keeps_bytes_and_dtype(name: str, precision: str) -> None:
+    try:
+        adapter = adapter_for(name, precision)
+    except Unsupported as exc:
+        assert precision == "bf16" and "bfloat16" in str(exc)
+        return
+    array = np.linspace(-1, 1, 12).reshape(3, 4).astype(numpy_dtype(POLICIES[precision]))
+    back = adapter.to_numpy(adapter.asarray(array))
+    assert back.dtype == array.dtype and back.tobytes() == array.tobytes()
+    assert dtype_name(adapter.asarray(array)) == POLICIES[precision].dtype
+
+
+@pytest.mark.parametrize("name", [n for n in INSTALLED if n in ("jax", "tensorflow", "torch")])
+def test_compiled_variant_counts_traces(name: str) -> None:
+    adapter = adapter_for(name)
+    compiled = adapter.compile(lambda x: x * 2, "jit")
+    assert compiled.traces() == 0
+    x = adapter.asarray(np.ones(4, np.float32))
+    adapter.sync(compiled(x))
+    adapter.sync(compiled(x))
+    assert compiled.traces() == 1
+
+
+@pytest.mark.parametrize("name", INSTALLED)
+def test_unknown_variant_is_unsupported(name: str) -> None:
+    adapter = adapter_for(name)
+    if "xla" in adapter.variants:
+        pytest.skip(f"{name} has xla")
+    with pytest.raises(Unsupported, match=f"{name} has no xla variant"):
+        adapter.compile(lambda x: x, "xla")
+
+
+def test_jax_fp64_that_does_not_take_effect_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    jax = pytest.importorskip("jax")
+    adapter = adapter_for("jax", "fp32")  # x64 off
+    real_update = jax.config.update
+    monkeypatch.setattr(jax.config, "update",
+                        lambda key, value: None if key == "jax_enable_x64" else real_update(key, value))
+    with pytest.raises(PolicyNotApplied, match="jax made float32 from float64 input"):
+        adapter.setup("cpu", POLICIES["fp64"], 0)
+
+
+def test_torch_tf32_left_on_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    torch = pytest.importorskip("torch")
+    adapter = adapter_for("torch", "fp32")
+    torch.set_float32_matmul_precision("high")
+    monkeypatch.setattr(torch, "set_float32_matmul_precision", lambda value: None)
+    with pytest.raises(PolicyNotApplied, match="matmul precision is not highest"):
+        adapter.setup("cpu", POLICIES["fp32"], 0)
+    monkeypatch.undo()
+    torch.set_float32_matmul_precision("highest")
+
+
+@pytest.mark.parametrize("name", [n for n in INSTALLED if n in ("jax", "tensorflow", "torch")])
+def test_absent_gpu_is_unavailable_with_reason(name: str) -> None:
+    adapter = frameworks.load(name, frameworks.BUILTIN)
+    if "gpu" in adapter.devices():
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(Unavailable, match=f"no gpu visible to {name}"):
+        adapter.setup("gpu", POLICIES["fp32"], 0)
+
+
+@pytest.mark.parametrize("name", ["numpy", "numba", "autograd"])
+def test_cpu_only_frameworks_refuse_gpu_and_tf32(name: str) -> None:
+    if name not in INSTALLED:
+        pytest.skip(f"{name} not installed")
+    adapter = frameworks.load(name, frameworks.BUILTIN)
+    with pytest.raises(Unsupported, match="runs on the CPU only"):
+        adapter.setup("gpu", POLICIES["fp32"], 0)
+    with pytest.raises(Unsupported, match="tf32 applies to NVIDIA GPUs only"):
+        adapter.setup("cpu", POLICIES["tf32"], 0)
+
+
+def test_versions_and_threads_are_reported() -> None:
+    for name in INSTALLED:
+        adapter = adapter_for(name)
+        assert adapter.versions(), name
+        assert isinstance(adapter.threads(), dict)
