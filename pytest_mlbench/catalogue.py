@@ -28,7 +28,11 @@ def load_module(path: Path, name: str) -> ModuleType:
         raise CatalogueError(f"{path}: cannot be imported")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # numba and torch.compile look functions' modules up here
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]  # a failed import must not leave a half-made module behind
+        raise
     return module
 
 

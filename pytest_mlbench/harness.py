@@ -65,7 +65,7 @@ def skip_unavailable() -> Iterator[None]:
 def seeded_start(workload: Workload, shape: Shape, seed: int, policy: Policy) -> tuple[Arrays, Arrays]:
     """Data and initial params at the policy's dtype; the same seed gives the same bytes."""
     dtype = numpy_dtype(policy)
-    rng = data.generator(seed, workload.name, shape.label)
+    rng = data.generator(seed, workload.data_key or workload.name, shape.label)
     inputs = workload.make_data(rng, shape.dims)
     params = workload.make_params(rng, shape.dims)
     return data.cast(inputs, dtype), data.cast(params, dtype)
@@ -160,10 +160,14 @@ def _eps(policy: Policy) -> float:
 
 
 def check_reference(workload: Workload, shape: Shape, seed: int) -> None:
-    """The float64 hand gradient agrees with central finite differences of the loss."""
+    """The float64 hand gradient agrees with central finite differences of the loss, or of
+    the losses the spec's ``reference_checks`` names when ``grad`` is no loss's gradient."""
     inputs, params = seeded_start(workload, shape, seed, POLICIES["fp64"])
     grad = workload.grad(params, inputs)
-    assert_grad_matches_finite_differences(
-        lambda p: float(workload.loss(p, inputs)), grad, params, rtol=1e-6, atol=1e-9,
-        rng=data.generator(seed, workload.name, "finite-differences"),
-        where=f"{workload.name} reference gradient")
+    checks = (workload.reference_checks(params, inputs) if workload.reference_checks else
+              [("", lambda p: float(workload.loss(p, inputs)), None)])
+    rng = data.generator(seed, workload.name, "finite-differences")
+    for what, loss, expected in checks:
+        assert_grad_matches_finite_differences(
+            loss, grad if expected is None else expected, params, rtol=1e-6, atol=1e-9, rng=rng,
+            where=f"{workload.name} reference gradient{f' of {what}' if what else ''}")

@@ -36,8 +36,16 @@ def enumerate_cases(workloads: tuple[Workload, ...], settings: Settings,
                     if variant not in workload.implementations.get(fw, ()):
                         continue
                     device = resolve_device(settings.device, fw, registry)
-                    for precision in settings.precisions:
+                    for precision in precisions_for(workload, settings):
                         yield CaseId(workload, shape, fw, variant, device, precision)
+
+
+def precisions_for(workload: Workload, settings: Settings) -> tuple[str, ...]:
+    """The precisions the user asked for; when they asked for none, the workload's own
+    default (fp64 for a workload published in float64), else the session fallback."""
+    if settings.precision_auto and workload.default_precisions:
+        return workload.default_precisions
+    return settings.precisions
 
 
 def case_params(cases: list[CaseId], registry: Mapping[str, Any]) -> list[Any]:
@@ -67,3 +75,14 @@ def single_params(name: str, settings: Settings, registry: Mapping[str, Any]) ->
 def _missing_marks(framework: str, registry: Mapping[str, Any]) -> list[Any]:
     missing = frameworks.missing_reason(framework, dict(registry))
     return [pytest.mark.skip(reason=missing)] if missing else []
+
+
+def explicitly_parametrized(metafunc: pytest.Metafunc, name: str) -> bool:
+    """A test's own @pytest.mark.parametrize of ``framework``/``precision`` wins over ours."""
+    for mark in metafunc.definition.iter_markers("parametrize"):
+        argnames = mark.args[0] if mark.args else mark.kwargs.get("argnames", "")
+        if isinstance(argnames, str):
+            argnames = [a.strip() for a in argnames.split(",")]
+        if name in argnames:
+            return True
+    return False

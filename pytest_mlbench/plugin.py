@@ -9,10 +9,27 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_mlbench import catalogue, data, frameworks, hookspec, machine, parametrize, report
+from pytest_mlbench import (
+    catalogue,
+    data,
+    frameworks,
+    gate,
+    hookspec,
+    machine,
+    parametrize,
+    report,
+)
 from pytest_mlbench.case import CaseId
 from pytest_mlbench.harness import Env, run_case, skip_unavailable
-from pytest_mlbench.options import FRAMEWORKS, OptionError, Settings, build_settings, option_table
+from pytest_mlbench.options import (
+    FRAMEWORKS,
+    OptionError,
+    Settings,
+    build_gate_settings,
+    build_settings,
+    gate_option_table,
+    option_table,
+)
 from pytest_mlbench.precision import POLICIES, Policy
 from pytest_mlbench.timing import Result
 
@@ -27,12 +44,13 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("mlbench", "pytest-mlbench: fair benchmarks of autodiff frameworks")
-    for option in option_table(FRAMEWORKS):
-        group.addoption(f"--mlbench-{option.name}", dest=f"mlbench_{option.name}", default=None,
-                        metavar=option.name.upper(),
-                        help=f"{option.help}. Default: {option.default}; "
-                             f"ini: mlbench_{option.name}.")
-        parser.addini(f"mlbench_{option.name}", option.help, default=option.default)
+    for option in (*option_table(FRAMEWORKS), *gate_option_table()):
+        key = option.name.replace("-", "_")
+        group.addoption(f"--mlbench-{option.name}", dest=f"mlbench_{key}", default=None,
+                        metavar=key.upper(),
+                        help=f"{option.help}. Default: {option.default or '(off)'}; "
+                             f"ini: mlbench_{key}.".replace("%", "%%"))  # argparse formats help
+        parser.addini(f"mlbench_{key}", option.help, default=option.default)
     parser.addini("mlbench_suites", "folder holding the workload folders (default: suites)",
                   default="suites")
 
@@ -43,13 +61,18 @@ def pytest_configure(config: pytest.Config) -> None:
         registry.update(extra or {})
     raw = {option.name: config.getoption(f"mlbench_{option.name}")
            or config.getini(f"mlbench_{option.name}") for option in option_table()}
+    gate_raw = {o.name: config.getoption(f"mlbench_{o.name.replace('-', '_')}")
+                or config.getini(f"mlbench_{o.name.replace('-', '_')}") for o in gate_option_table()}
     try:
         config.stash[SETTINGS] = build_settings(raw, option_table(tuple(registry)))
+        gate_settings = build_gate_settings(gate_raw)
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[REGISTRY] = registry
     config.stash[RESULTS] = []
     config.addinivalue_line("markers", "mlbench: a pytest-mlbench benchmark case")
+    config.addinivalue_line("markers", gate.MARKER)
+    gate.register(config, gate_settings)  # --mlbench-save and --mlbench-gate sessions
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -81,7 +104,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("mlbench_workload",
                              parametrize.workload_params(_workloads(config), settings))
     for name in ("framework", "device", "precision"):
-        if name in names and "mlbench_case" not in names:
+        if name in names and "mlbench_case" not in names \
+                and not parametrize.explicitly_parametrized(metafunc, name):
             metafunc.parametrize(name, parametrize.single_params(name, settings, registry),
                                  indirect=True)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,20 @@ class Result:
     step_s: float  # median seconds per training step
     first_call_s: float
     gflops: float
+
+    @classmethod
+    def from_benchmark(cls, bench: Mapping[str, Any]) -> Result | None:
+        """The Result of one saved pytest-benchmark entry (``stats`` nested or flat); None for
+        entries that are not training steps (the control benchmark, plain benchmarks)."""
+        info = bench.get("extra_info", {})
+        if "framework" not in info:
+            return None
+        stats = bench.get("stats", bench)
+        step_s = stats["median"] / int(info.get("steps_per_call", 1) or 1)
+        flops = info.get("flops_per_step", 0)
+        return cls(bench.get("group") or info.get("workload", ""),
+                   f"{info['framework']}-{info['variant']}", step_s,
+                   float(info.get("first_call_s", float("nan"))), flops / step_s / 1e9)
 
 
 def timed(step: Callable[[], Any], adapter: Any, trainer: Any) -> tuple[float, Any]:

@@ -3,13 +3,17 @@ the float64 reference and which frameworks implement it. No harness code per wor
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from pytest_mlbench.precision import POLICIES
+
 Arrays = dict[str, np.ndarray]
+# (what is checked, a loss of the params, its gradient at the check's point or None)
+ReferenceCheck = tuple[str, Callable[[Arrays], float], Arrays | None]
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,23 @@ class Workload:
     # (framework | variant | precision | device, ...) -> reason; a case matching all parts skips
     unsupported: Mapping[tuple[str, ...], str] = field(default_factory=dict)
     check_steps: int = 3  # steps of the trajectory check before timing
+    # When ``grad`` is not the gradient of ``loss`` (DP-SGD clips each example's gradient), what
+    # the finite-difference check of the reference verifies instead: given float64 params and
+    # data, (what, loss of the params, its gradient at them) triples; a None gradient stands
+    # for ``grad(params, data)`` itself. None: verify ``grad`` as the gradient of ``loss``.
+    reference_checks: Callable[[Arrays, Arrays], Sequence[ReferenceCheck]] | None = None
+    # Precision policies run when the user names none (--mlbench-precision/ini unset); None
+    # means the session fallback (fp32). A linear-regression sweep, say, defaults to fp64.
+    default_precisions: tuple[str, ...] | None = None
+    # Seeds the Generator instead of ``name``: a workload that re-implements another (the
+    # layer-API MLP) names it here and gets byte-identical data and weights.
+    data_key: str | None = None
+
+    def __post_init__(self) -> None:
+        wanted = self.default_precisions
+        if wanted is not None and (not wanted or not set(wanted) <= set(POLICIES)):
+            raise ValueError(f"workload {self.name!r}: default_precisions={wanted!r} must be a "
+                             f"non-empty tuple of policy names ({', '.join(POLICIES)})")
 
     def unsupported_reason(self, *parts: str) -> str | None:
         for key, reason in self.unsupported.items():

@@ -1,0 +1,7 @@
+"""``python -m pytest_mlbench report ...``: see pytest_mlbench.cli."""
+
+from __future__ import annotations
+
+from pytest_mlbench.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,39 @@
+"""Worker handlers that misbehave on purpose, for testing the launcher's crash and hang
+detection. They live in the package so a spawned interpreter can import them by name."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+
+class Faulty:
+    """Echoes payloads; on ``fault_rank`` it raises or sleeps forever when ``fault_at``
+    (``setup`` or a command name) comes, or exits hard on ``exit``, as ``config`` asks."""
+
+    def __init__(self, rank: int, world: int, config: dict[str, Any]) -> None:
+        self.rank, self.config = rank, config
+        self._maybe_fail("setup")
+
+    def _maybe_fail(self, when: str) -> None:
+        if self.rank != self.config.get("fault_rank") or when != self.config.get("fault_at"):
+            return
+        kind = self.config.get("fault", "raise")
+        if kind == "raise":
+            raise ValueError(f"deliberate failure in rank {self.rank} at {when}")
+        if kind == "exit":
+            os._exit(3)  # no traceback, no goodbye: as a segfaulting extension would leave
+        while True:  # "hang": deaf to the pipe, as a deadlocked collective would be
+            time.sleep(3600)
+
+    def __call__(self, command: str, payload: Any) -> Any:
+        self._maybe_fail(command)
+        return {"rank": self.rank, "pid": os.getpid(), "payload": payload}
+
+    def close(self) -> None:
+        pass
+
+
+def faulty(rank: int, world: int, config: dict[str, Any]) -> Faulty:
+    return Faulty(rank, world, config)

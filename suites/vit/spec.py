@@ -1,0 +1,245 @@
+"""A small Vision Transformer step: attention computed explicitly (QK^T/sqrt(d), softmax, V; no
+fused or flash kernels), pre-norm blocks, tanh-GELU MLP, mean pooling, softmax CE, plain SGD.
+
+Model (the same in every framework, each written as a plain function ``forward(params, x)``):
+
+    patches = patchify(x)                        # (B, H, W, C) -> (B, N, P*P*C)
+    h = patches @ patch_w + patch_b + pos        # patch embedding as one matmul, learned positions
+    for each block:                              # pre-norm encoder block
+        h = h + attention(layer_norm(h, ln1_g, ln1_b))
+        h = h + fc2(gelu_tanh(fc1(layer_norm(h, ln2_g, ln2_b))))
+    logits = mean_over_tokens(layer_norm(h, ln_g, ln_b)) @ head_w + head_b
+    loss = mean over the batch of -sum(y * log_softmax(logits))    # y one-hot
+
+``patchify`` cuts the NHWC image into non-overlapping P x P patches in row-major grid order and
+flattens each patch as (row in patch, column in patch, channel). LayerNorm uses the biased
+variance and eps = LN_EPS; GELU is the tanh approximation everywhere (jax.nn.gelu(approximate=
+True), F.gelu(approximate="tanh"), the formula written out in TensorFlow and the reference).
+
+Parameter layout: one flat dict of named arrays, every matmul weight stored (in, out) so that a
+layer is ``x @ w + b``:
+
+    patch_w (P*P*C, D)   patch_b (D,)   pos (N, D)
+    block{i}.ln1_g (D,)  block{i}.ln1_b (D,)
+    block{i}.qkv_w (D, 3D)  block{i}.qkv_b (3D,)   columns [q | k | v]; inside each D-wide part,
+                                                     head h owns columns h*D/heads .. (h+1)*D/heads
+    block{i}.proj_w (D, D)  block{i}.proj_b (D,)   rows ordered as the concatenated heads
+    block{i}.ln2_g (D,)  block{i}.ln2_b (D,)
+    block{i}.fc1_w (D, M)  block{i}.fc1_b (M,)  block{i}.fc2_w (M, D)  block{i}.fc2_b (D,)
+    ln_g (D,)  ln_b (D,)  head_w (D, K)  head_b (K,)
+
+``to_model`` maps that flat dict to the nested structure every implementation's forward takes
+(the blocks as a list of dicts with the names above, without the ``block{i}.`` prefix);
+``from_model`` maps it back, so trainers report params and gradients by the flat names. A
+torch.nn.Linear would hold ``w.T``, and nn.MultiheadAttention's in_proj_weight is ``qkv_w.T``.
+
+The float64 reference is the same forward in autograd.numpy, differentiated by autograd (an AD
+system distinct from the three under test); test_reference_gradient checks it against central
+finite differences. Biases, LayerNorm gains and shifts start away from 0 and 1 so that a
+framework dropping one of them fails the gradient check.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import autograd
+import autograd.numpy as anp
+import numpy as np
+from autograd.scipy.special import logsumexp
+
+from pytest_mlbench.workload import Arrays, Shape, Workload
+
+LN_EPS = 1e-5
+HEAD_DIM = 16  # every size: heads = dim / HEAD_DIM, so the reference can tell heads from shapes
+GELU_C = math.sqrt(2.0 / math.pi)  # tanh-GELU: 0.5 x (1 + tanh(c (x + 0.044715 x^3)))
+
+GLOBAL_KEYS = ("patch_w", "patch_b", "pos", "ln_g", "ln_b", "head_w", "head_b")
+BLOCK_KEYS = ("ln1_g", "ln1_b", "qkv_w", "qkv_b", "proj_w", "proj_b",
+              "ln2_g", "ln2_b", "fc1_w", "fc1_b", "fc2_w", "fc2_b")
+
+
+# -- the weight mapping ------------------------------------------------------------------------
+
+def block_key(i: int, name: str) -> str:
+    return f"block{i}.{name}"
+
+
+def depth_of(flat: Mapping[str, Any]) -> int:
+    depth = 0
+    while block_key(depth, "ln1_g") in flat:
+        depth += 1
+    return depth
+
+
+def to_model(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """The flat, named params (any array type) as the nested tree the forward functions take:
+    ``{patch_w, patch_b, pos, ln_g, ln_b, head_w, head_b, blocks: [{ln1_g, ..., fc2_b}, ...]}``.
+    No array is copied; a missing or unexpected name raises KeyError."""
+    depth = depth_of(flat)
+    expected = set(GLOBAL_KEYS) | {block_key(i, k) for i in range(depth) for k in BLOCK_KEYS}
+    if set(flat) != expected:
+        raise KeyError(f"vit params: missing {sorted(expected - set(flat))}, "
+                       f"unexpected {sorted(set(flat) - expected)}")
+    tree: dict[str, Any] = {k: flat[k] for k in GLOBAL_KEYS}
+    tree["blocks"] = [{k: flat[block_key(i, k)] for k in BLOCK_KEYS} for i in range(depth)]
+    return tree
+
+
+def from_model(tree: Mapping[str, Any]) -> dict[str, Any]:
+    """The inverse of ``to_model``: nested tree (params or gradients) to flat names."""
+    flat = {k: tree[k] for k in GLOBAL_KEYS}
+    for i, block in enumerate(tree["blocks"]):
+        flat.update({block_key(i, k): block[k] for k in BLOCK_KEYS})
+    return flat
+
+
+# -- seeded start ------------------------------------------------------------------------------
+
+def num_patches(dims: Mapping[str, int]) -> int:
+    return (dims["image"] // dims["patch"]) ** 2
+
+
+def num_heads(dims: Mapping[str, int]) -> int:
+    return dims["dim"] // HEAD_DIM
+
+
+def make_data(rng: np.random.Generator, dims: Mapping[str, int]) -> Arrays:
+    b, s, c, k = dims["batch"], dims["image"], dims["channels"], dims["classes"]
+    labels = rng.integers(0, k, size=b)
+    return {"x": rng.standard_normal((b, s, s, c)), "y": np.eye(k)[labels]}
+
+
+def make_params(rng: np.random.Generator, dims: Mapping[str, int]) -> Arrays:
+    """Matmul weights N(0, 1/fan_in); biases and LayerNorm shifts 0.1 N(0, 1); gains
+    1 + 0.1 N(0, 1); positions 0.1 N(0, 1)."""
+    d, m, k = dims["dim"], dims["mlp"], dims["classes"]
+    flat_patch = dims["patch"] ** 2 * dims["channels"]
+
+    def weight(fan_in: int, fan_out: int) -> np.ndarray:
+        return rng.standard_normal((fan_in, fan_out)) / math.sqrt(fan_in)
+
+    def small(*shape: int) -> np.ndarray:
+        return 0.1 * rng.standard_normal(shape)
+
+    flat = {"patch_w": weight(flat_patch, d), "patch_b": small(d),
+            "pos": small(num_patches(dims), d)}
+    for i in range(dims["depth"]):
+        flat.update({
+            block_key(i, "ln1_g"): 1 + small(d), block_key(i, "ln1_b"): small(d),
+            block_key(i, "qkv_w"): weight(d, 3 * d), block_key(i, "qkv_b"): small(3 * d),
+            block_key(i, "proj_w"): weight(d, d), block_key(i, "proj_b"): small(d),
+            block_key(i, "ln2_g"): 1 + small(d), block_key(i, "ln2_b"): small(d),
+            block_key(i, "fc1_w"): weight(d, m), block_key(i, "fc1_b"): small(m),
+            block_key(i, "fc2_w"): weight(m, d), block_key(i, "fc2_b"): small(d),
+        })
+    flat.update({"ln_g": 1 + small(d), "ln_b": small(d),
+                 "head_w": weight(d, k), "head_b": small(k)})
+    return flat
+
+
+# -- the float64 reference (autograd.numpy) ----------------------------------------------------
+
+def patchify(x: Any, patch: int) -> Any:
+    b, s, _, c = x.shape
+    g = s // patch
+    x = anp.reshape(x, (b, g, patch, g, patch, c))
+    return anp.reshape(anp.transpose(x, (0, 1, 3, 2, 4, 5)), (b, g * g, patch * patch * c))
+
+
+def layer_norm(h: Any, g: Any, b: Any) -> Any:
+    centred = h - anp.mean(h, axis=-1, keepdims=True)
+    var = anp.mean(centred * centred, axis=-1, keepdims=True)
+    return centred / anp.sqrt(var + LN_EPS) * g + b
+
+
+def gelu(h: Any) -> Any:
+    return 0.5 * h * (1.0 + anp.tanh(GELU_C * (h + 0.044715 * h ** 3)))
+
+
+def attention(a: Any, blk: Mapping[str, Any], heads: int) -> Any:
+    b, n, d = a.shape
+    qkv = anp.reshape(a @ blk["qkv_w"] + blk["qkv_b"], (b, n, 3, heads, d // heads))
+    qkv = anp.transpose(qkv, (2, 0, 3, 1, 4))  # (3, B, heads, N, d_head)
+    q, k, v = qkv[0], qkv[1], qkv[2]
+    scores = anp.matmul(q, anp.swapaxes(k, -1, -2)) / math.sqrt(d // heads)
+    weights = anp.exp(scores - logsumexp(scores, axis=-1, keepdims=True))
+    out = anp.reshape(anp.transpose(anp.matmul(weights, v), (0, 2, 1, 3)), (b, n, d))
+    return out @ blk["proj_w"] + blk["proj_b"]
+
+
+def forward(tree: Mapping[str, Any], x: Any, patch: int, heads: int) -> Any:
+    h = patchify(x, patch) @ tree["patch_w"] + tree["patch_b"] + tree["pos"]
+    for blk in tree["blocks"]:
+        h = h + attention(layer_norm(h, blk["ln1_g"], blk["ln1_b"]), blk, heads)
+        hidden = gelu(layer_norm(h, blk["ln2_g"], blk["ln2_b"]) @ blk["fc1_w"] + blk["fc1_b"])
+        h = h + hidden @ blk["fc2_w"] + blk["fc2_b"]
+    pooled = anp.mean(layer_norm(h, tree["ln_g"], tree["ln_b"]), axis=1)
+    return pooled @ tree["head_w"] + tree["head_b"]
+
+
+def _loss(p: Mapping[str, Any], d: Mapping[str, np.ndarray]) -> Any:
+    patch, heads = _config(p, d)
+    logits = forward(to_model(p), d["x"], patch, heads)
+    log_probs = logits - logsumexp(logits, axis=-1, keepdims=True)
+    return -anp.mean(anp.sum(d["y"] * log_probs, axis=-1))
+
+
+def _config(p: Mapping[str, Any], d: Mapping[str, np.ndarray]) -> tuple[int, int]:
+    """Patch size and head count from the shapes (the reference is given no dims): a patch
+    holds P*P*C inputs, and every size uses heads of HEAD_DIM."""
+    patch = math.isqrt(p["patch_w"].shape[0] // d["x"].shape[-1])
+    return patch, p["patch_w"].shape[1] // HEAD_DIM
+
+
+def loss(p: Mapping[str, np.ndarray], d: Mapping[str, np.ndarray]) -> float:
+    return float(_loss(dict(p), d))
+
+
+def grad(p: Mapping[str, np.ndarray], d: Mapping[str, np.ndarray]) -> Arrays:
+    """Reverse mode by autograd through the float64 forward above."""
+    return autograd.grad(_loss)(dict(p), d)
+
+
+def flops(dims: Mapping[str, int]) -> int:
+    """Matmul FLOPs only (LayerNorm, softmax, GELU and the SGD update are left out). Forward per
+    block, with T = B N tokens: qkv 6TD^2, scores and scores @ V 4TND, proj 2TD^2, MLP 4TDM.
+    Backward takes two matmuls per forward matmul (input and weight gradients), so 3x forward,
+    except the patch embedding, whose input (the image) needs no gradient: 2x."""
+    b, n, d, m = dims["batch"], num_patches(dims), dims["dim"], dims["mlp"]
+    t, flat_patch = b * n, dims["patch"] ** 2 * dims["channels"]
+    block = 6 * t * d * d + 4 * t * n * d + 2 * t * d * d + 4 * t * d * m
+    head = 2 * b * d * dims["classes"]
+    return 2 * (2 * t * flat_patch * d) + 3 * (dims["depth"] * block + head)
+
+
+def size(batch: int, image: int, dim: int, depth: int, mlp: int) -> dict[str, int]:
+    return {"batch": batch, "image": image, "patch": 4, "channels": 3, "dim": dim,
+            "depth": depth, "mlp": mlp, "classes": 10}
+
+
+SPEC = Workload(
+    name="vit",
+    summary=__doc__.splitlines()[0],
+    sizes={
+        # 8x8 images, 4 patches of 4x4, 2 heads, 1 block: seconds on a CPU
+        "smoke": (Shape(size(batch=8, image=8, dim=32, depth=1, mlp=64)),),
+        # CIFAR-sized: 32x32 images, 64 patches, 4 heads, 4 blocks
+        "default": (Shape(size(batch=32, image=32, dim=64, depth=4, mlp=128)),),
+        # ViT-Tiny width (192, MLP 768) at 6 blocks and 12 heads of 16
+        "paper": (Shape(size(batch=64, image=32, dim=192, depth=6, mlp=768), "tiny"),),
+    },
+    learning_rate=5e-2,
+    make_data=make_data,
+    make_params=make_params,
+    loss=loss,
+    grad=grad,
+    flops_per_step=flops,
+    implementations={
+        "jax": ("eager", "jit"),
+        "torch": ("eager", "jit"),
+        "tensorflow": ("eager", "jit", "xla"),
+    },
+)
