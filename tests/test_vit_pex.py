@@ -77,6 +77,7 @@ def test_vit_weight_mapping_rejects_other_names(change):
 def test_vit_forward_is_a_plain_function_matching_the_reference(framework):
     """forward(params, x) of each framework, on the mapped tree, gives the reference logits in
     float64: what a data-parallel step can call per shard."""
+    pytest.importorskip("autograd")
     impl = implementation(VIT, framework)
     case, inputs, params = make_case(VIT, framework, "eager", "fp64")
     dims = case.dims
@@ -198,3 +199,10 @@ def test_pex_vmap_clipping_the_mean_fails_the_gate(monkeypatch):
     case, inputs, params = make_case(PEX, "torch", "eager")
     with pytest.raises(AssertionError, match="gradient of"):
         correctness_gate(case, impl.build(case), inputs, params, "pex torch clip-the-mean")
+
+
+def test_vit_without_autograd_skips_naming_the_extra(monkeypatch):
+    """autograd is an optional extra: without it the ViT reference skips, it does not error."""
+    monkeypatch.setattr(VIT, "autograd", None)
+    with pytest.raises(pytest.skip.Exception, match=r"pytest-mlbench\[autograd\]"):
+        check_reference(VIT.SPEC, VIT.SPEC.sizes["smoke"][0], 0)

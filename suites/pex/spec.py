@@ -1,5 +1,7 @@
-"""Per-example gradients of a small MLP (the vmap use case) in a DP-SGD-style step: clip each
-example's gradient to norm C, average, plain SGD. numpy-eager is the Python loop baseline.
+"""Per-example gradients (vmap), DP-SGD-style clipped step; numpy-eager is the Python loop.
+
+Per-example gradients of a small MLP in a DP-SGD-style step: clip each example's gradient to
+norm C, average, plain SGD. numpy-eager is the loop-over-examples baseline.
 
 Model: logits = tanh(x @ w1 + b1) @ w2 + b2; per-example loss l_i = -sum(y_i * log_softmax(
 logits_i)) with one-hot y. Each step computes every example's gradient g_i of l_i with respect
@@ -8,13 +10,14 @@ w1, b1, w2, b2 together), and updates p -= lr * mean_i(c_i g_i). The noise of DP
 out: it is not differentiation work, and identical noise would need identical random streams.
 The reported loss is mean_i l_i before the update.
 
-C (clip_norm) sits between the smallest and largest per-example norms at the seeded start, so some
+C = clip_norm(in, hidden) sits near the median per-example norm at the seeded start, so some
 examples are clipped and some are not: an implementation that skips clipping, or clips the
 averaged gradient instead, fails the gradient check. Since mean_i(c_i g_i) is not the gradient
 of the loss, ``reference_checks`` tells the finite-difference check what to verify instead:
 per-example gradients of per-example losses, and the clipped mean as the gradient of
 mean_i(c_i l_i) with every c_i held at its value at the point of the check.
 
+Each step materialises every g_i, as vmap does; the loop baseline holds one at a time.
 Implementations: jax.vmap(jax.grad), torch.func.vmap(torch.func.grad), tf.vectorized_map of a
 per-example GradientTape, and the loop baseline (numpy, eager): one example at a time with a
 hand-written backward pass, as a user without vmap would write it.
