@@ -101,7 +101,7 @@ def assert_dtypes(actual: Mapping[str, str], expected: str, *, where: str = "") 
 
 
 def assert_grad_matches_finite_differences(
-    loss: Callable[[Mapping[str, np.ndarray]], float],
+    loss: Callable[[Any], float],
     grad: Mapping[str, np.ndarray],
     params: Mapping[str, np.ndarray],
     *,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 
-def pytest_mlbench_adapters(config: Any) -> dict[str, Any]:
+def pytest_mlbench_adapters(config: Any) -> dict[str, Any] | None:
     """Return extra framework adapters, ``{name: AdapterClass}``, to benchmark alongside the
     built-in six. The class follows ``pytest_mlbench.frameworks.base.Adapter``; the name then
     works in ``--mlbench-frameworks`` and as ``impl_<name>.py`` in a workload folder.

@@ -155,8 +155,8 @@ class CaseRun:
 def mlbench_case(request: pytest.FixtureRequest) -> CaseRun:
     """One (workload, shape, framework, variant, device, precision) case, ready to run."""
     config = request.config
-    env = Env(_suites_root(config), config.stash[SETTINGS].seed, config.stash[REGISTRY],
-              config.stash[RESULTS])
+    registry: dict[str, Any] = config.stash[REGISTRY]
+    env = Env(_suites_root(config), config.stash[SETTINGS].seed, registry, config.stash[RESULTS])
     return CaseRun(request.param, env)
 
 

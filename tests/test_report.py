@@ -25,7 +25,8 @@ def step(impl: str, seconds: float, workload: str = "mlp", shape: str = "",
     head = f"{workload}-{shape}" if shape else workload
     info: dict[str, Any] = {
         "workload": workload, "shape": shape, "framework": framework, "variant": variant,
-        "precision": "fp32", "steps_per_call": 10, "first_call_s": 0.1, "flops_per_step": 10**6,
+        "precision": "fp32", "steps_per_call": 10, "first_call_s": 0.1, "compile_s": 0.1,
+        "flops_per_step": 10**6,
         "dims": {"n": 1000, "d": d} if d else {"batch": 1024}, "group": f"{head} cpu fp32"}
     return bench_json(f"suites/test_workloads.py::test_train_step[{head}-{impl}-cpu-fp32]",
                       spread(10 * seconds), **info)

@@ -54,7 +54,7 @@ class JaxAdapter:
         probe = jnp.asarray(np.zeros(2, dtype=_np_dtype(policy)))
         if str(probe.dtype) != policy.dtype:
             raise PolicyNotApplied(f"jax made {probe.dtype} from {policy.dtype} input")
-        if jax.config.jax_default_matmul_precision != matmul:
+        if getattr(jax.config, "jax_default_matmul_precision") != matmul:  # noqa: B009 (untyped flag)
             raise PolicyNotApplied(f"jax matmul precision is not {matmul}")
         # JAX has no global RNG state; workloads take explicit keys derived from the seed.
 

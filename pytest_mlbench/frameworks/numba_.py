@@ -33,4 +33,4 @@ class NumbaAdapter(NumpyAdapter):
         import numba
 
         return {**super().threads(), "numba.get_num_threads": numba.get_num_threads(),
-                "threading_layer": numba.config.THREADING_LAYER}
+                "threading_layer": getattr(numba.config, "THREADING_LAYER", "unknown")}

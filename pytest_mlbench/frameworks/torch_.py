@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +25,12 @@ class TorchAdapter:
     def __init__(self) -> None:
         self._device: Any = None
         self._dtype: Any = None
+        # A session-private inductor cache (unless the user chose one): compiled kernels from
+        # earlier runs would otherwise make compile_s report a warm cache, not a compile.
+        if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+            cache = tempfile.mkdtemp(prefix="mlbench-inductor-")
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
+            atexit.register(shutil.rmtree, cache, ignore_errors=True)
 
     def devices(self) -> dict[str, str]:
         import torch
@@ -48,6 +58,12 @@ class TorchAdapter:
         if torch.backends.cuda.matmul.allow_tf32 != policy.allow_tf32:
             raise PolicyNotApplied(f"torch TF32 matmuls are not {'on' if policy.allow_tf32 else 'off'}")
         torch.manual_seed(seed)
+        # Each case compiles from scratch, so its reported compile time is its own, and not
+        # from inductor's on-disk caches either: JAX and TF keep none by default, and a warm
+        # cache would report a second run's compile time as near zero.
+        torch._dynamo.reset()
+        torch._inductor.config.fx_graph_cache = False
+        torch._functorch.config.enable_autograd_cache = False
 
     def asarray(self, array: np.ndarray) -> Any:
         import torch
@@ -87,7 +103,6 @@ class TorchAdapter:
             graphs[0] += 1  # one call per graph dynamo hands to the backend
             return compile_fx(gm, example_inputs)
 
-        torch._dynamo.reset()  # each case compiles from scratch, so compile time is its own
         return Compiled(torch.compile(fn, backend=counting_inductor),
                         variant, traces=lambda: graphs[0],
                         guard=lambda: torch.compiler.set_stance("fail_on_recompile"),
