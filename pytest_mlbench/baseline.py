@@ -42,6 +42,7 @@ def atomic_write(path: Path, payload: bytes) -> None:
             fh.write(payload)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; baselines are shared and committed
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

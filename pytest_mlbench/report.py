@@ -15,7 +15,7 @@ def normalised_table(results: Iterable[Result], reference: str | None = None) ->
     for result in results:
         groups[result.group].append(result)
     lines = []
-    for group in sorted(groups):
+    for group in groups:  # first-seen order: collection order keeps d2 before d10
         rows = sorted(groups[group], key=lambda r: r.step_s)
         base = next((r.step_s for r in rows if r.impl == reference), rows[0].step_s)
         lines.append(f"{group}")
