@@ -35,12 +35,14 @@ class Result:
         info = bench.get("extra_info", {})
         if "framework" not in info:
             return None
+        # the session's own per-step figure when recorded (data-parallel runs time it in the
+        # workers), else the median round over the steps in it
         stats = bench.get("stats", bench)
-        step_s = stats["median"] / int(info.get("steps_per_call", 1) or 1)
-        flops = info.get("flops_per_step", 0)
-        return cls(bench.get("group") or info.get("workload", ""),
-                   f"{info['framework']}-{info['variant']}", step_s,
-                   float(info.get("compile_s", float("nan"))), flops / step_s / 1e9)
+        step_s = info.get("step_s") or stats["median"] / int(info.get("steps_per_call", 1) or 1)
+        impl = info.get("impl") or f"{info['framework']}-{info['variant']}"
+        return cls(bench.get("group") or info.get("workload", ""), impl, step_s,
+                   float(info.get("compile_s", float("nan"))),
+                   info.get("flops_per_step", 0) / step_s / 1e9)
 
 
 def timed(step: Callable[[], Any], adapter: Any, trainer: Any) -> tuple[float, Any]:
@@ -74,6 +76,7 @@ def measure(benchmark: Any, case: Case, trainer: Any, checked_step_s: list[float
     benchmark.extra_info.update({
         "workload": cid.workload.name, "shape": cid.shape.label, "dims": dict(cid.shape.dims),
         "framework": cid.framework, "variant": cid.variant, "device": cid.device,
+        "impl": f"{cid.framework}-{cid.variant}",
         "precision": cid.precision, "dtype": case.policy.dtype, "seed": case.seed,
         "data_sha256": digest, "steps_per_call": n, "first_call_s": checked_step_s[0],
         "checked_step_s": steady,

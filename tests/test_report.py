@@ -132,3 +132,16 @@ def test_machine_chart_series_per_machine(runs: dict[str, Path], tmp_path: Path)
                      str(tmp_path)]) == 0
     assert {p.name for p in tmp_path.iterdir()} >= {"machines-mlp.png", "machines-mlp.svg",
                                                      "machines-normalised-mlp.svg"}
+
+
+def test_data_parallel_entries_read_by_their_impl_and_worker_step_time() -> None:
+    """A saved run mixing training steps and data-parallel cases (no ``variant``) reads whole."""
+    from pytest_mlbench.timing import Result
+
+    dp = {"group": "mlp data-parallel cpu fp32", "stats": {"median": 0.5},
+          "extra_info": {"framework": "torch", "impl": "torch-gloo-w2", "steps_per_call": 10,
+                         "step_s": 0.04, "compile_s": 0.0, "flops_per_step": 4e7}}
+    result = Result.from_benchmark(dp)
+    assert result is not None
+    assert (result.impl, result.step_s, result.gflops) == ("torch-gloo-w2", 0.04, 1.0)
+    assert Result.from_benchmark({"extra_info": {"control": True}, "stats": {"median": 1}}) is None

@@ -225,8 +225,8 @@ def measure_dp(benchmark: Any, pool: Pool, case: DPCase, checked: list[float], *
     benchmark.extra_info.update(_throughput(case, step_s, baselines))
     benchmark.extra_info["parent_step_s"] = benchmark.stats.stats.median / steps
     gflops = case.workload.flops_per_step(case.shape.dims) / step_s / 1e9
-    return Result(case.group, f"{case.framework}-{case.backend}-w{case.workers}", step_s,
-                  checked[0], gflops)
+    return Result(case.group, benchmark.extra_info["impl"], step_s,
+                  benchmark.extra_info["compile_s"], gflops)
 
 
 def _static_info(case: DPCase, info: Mapping[str, Any], checked: list[float], digest: str,
@@ -239,7 +239,9 @@ def _static_info(case: DPCase, info: Mapping[str, Any], checked: list[float], di
         "dims": dict(case.shape.dims), "framework": case.framework, "backend": case.backend,
         "workers": case.workers, "device": case.device, "precision": case.precision,
         "global_batch": batch, "batch_per_worker": batch // case.workers,
-        "steps_per_round": steps, "data_sha256": digest, "first_call_s": checked[0],
+        "impl": f"{case.framework}-{case.backend}-w{case.workers}",
+        "flops_per_step": int(case.workload.flops_per_step(case.shape.dims)),
+        "steps_per_call": steps, "data_sha256": digest, "first_call_s": checked[0],
         "compile_s": max(checked[0] - steady, 0.0), "engine": dict(info), "cpu_cores": cores,
         "oversubscribed": case.device == "cpu" and case.workers > cores,
     }
