@@ -59,6 +59,15 @@ def compile_seconds(case: Case) -> float:
     return sum(c.first_call_s or 0.0 for c in case.compiled if c.variant != "eager")
 
 
+def peak_memory(adapter: Any, trainer: Any) -> dict[str, Any]:
+    """One more synchronised step, after the timed rounds, with the framework's memory counter
+    on; ``None`` where the framework cannot report it on this device."""
+    probe = getattr(adapter, "peak_memory", None)
+    found = probe(lambda: adapter.sync((trainer.step(), trainer.params()))) if probe else None
+    bytes_, scope = found if found else (None, None)
+    return {"peak_memory_bytes": bytes_, "peak_memory_scope": scope}
+
+
 def measure(benchmark: Any, case: Case, trainer: Any, checked_step_s: list[float], *,
             digest: str, where: str) -> Result | None:
     """Time the steady-state step; record compile time, FLOPs and GFLOP/s in extra_info."""
@@ -92,6 +101,7 @@ def measure(benchmark: Any, case: Case, trainer: Any, checked_step_s: list[float
         else:
             benchmark(run_steps)
     assert_no_retrace(sum(case.traces()), before, where=where)
+    benchmark.extra_info.update(peak_memory(adapter, trainer))
     if not benchmark.enabled or not benchmark.stats:
         return None
     step_s = benchmark.stats.stats.median / n

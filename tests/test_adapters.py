@@ -101,3 +101,17 @@ def test_versions_and_threads_are_reported() -> None:
         adapter = adapter_for(name)
         assert adapter.versions(), name
         assert isinstance(adapter.threads(), dict)
+
+
+def test_numpy_peak_memory_sees_a_step_allocation() -> None:
+    adapter = adapter_for("numpy")
+    found = adapter.peak_memory(lambda: np.ones(1_000_000).sum())
+    assert found is not None and found[0] >= 8_000_000 and found[1] == "step"
+
+
+@pytest.mark.parametrize("name", [n for n in INSTALLED if n in ("jax", "tensorflow", "torch", "numba")])
+def test_frameworks_without_cpu_memory_counters_say_none(name: str) -> None:
+    adapter = adapter_for(name)
+    ran = []
+    assert adapter.peak_memory(lambda: ran.append(1)) is None
+    assert ran in ([], [1])  # may or may not have run the step; never invents a figure

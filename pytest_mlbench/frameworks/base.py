@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import tracemalloc
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from importlib import metadata
@@ -71,6 +72,11 @@ class Adapter(Protocol):
     def versions(self) -> dict[str, str]:
         """Versions of the framework's packages."""
 
+    def peak_memory(self, run: Callable[[], None]) -> tuple[int, str] | None:
+        """Peak bytes allocated while ``run()`` executes one synchronised step, and the scope
+        of that figure (``"step"``, or ``"process"`` when the framework cannot reset its peak);
+        None when the framework cannot tell on this device."""
+
     def threads(self) -> dict[str, Any]:
         """Thread settings the framework will use."""
 
@@ -86,6 +92,22 @@ class TraceCounter:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         self.count += 1
         return self.fn(*args, **kwargs)
+
+
+def tracemalloc_peak(run: Callable[[], None]) -> tuple[int, str]:
+    """Peak of the allocations tracemalloc sees during ``run()``: NumPy registers its array
+    buffers with it, so this is the step's peak NumPy memory."""
+    already = tracemalloc.is_tracing()
+    if not already:
+        tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    try:
+        run()
+        return tracemalloc.get_traced_memory()[1] - base, "step"
+    finally:
+        if not already:
+            tracemalloc.stop()
 
 
 def package_versions(*names: str) -> dict[str, str]:

@@ -82,6 +82,13 @@ class JaxAdapter:
         return Compiled(jax.jit(counter), variant, traces=lambda: counter.count,
                         name=getattr(fn, "__name__", ""))
 
+    def peak_memory(self, run: Callable[[], None]) -> tuple[int, str] | None:
+        run()
+        stats = self._device.memory_stats() if self._device is not None else None
+        if not stats or "peak_bytes_in_use" not in stats:
+            return None  # the CPU client keeps no statistics
+        return int(stats["peak_bytes_in_use"]), "process"  # JAX cannot reset its peak
+
     def versions(self) -> dict[str, str]:
         return package_versions("jax", "jaxlib", "chex", "ml_dtypes")
 

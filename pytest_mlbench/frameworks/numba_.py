@@ -29,6 +29,9 @@ class NumbaAdapter(NumpyAdapter):
     def versions(self) -> dict[str, str]:
         return package_versions("numba", "llvmlite", "numpy")
 
+    def peak_memory(self, run: Callable[[], None]) -> tuple[int, str] | None:
+        return None  # nopython code allocates through numba's NRT, which tracemalloc cannot see
+
     def threads(self) -> dict[str, Any]:
         import numba
 

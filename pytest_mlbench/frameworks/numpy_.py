@@ -13,6 +13,7 @@ from pytest_mlbench.frameworks.base import (
     eager_only,
     package_versions,
     require_cpu_policy,
+    tracemalloc_peak,
 )
 from pytest_mlbench.precision import Policy
 
@@ -46,6 +47,9 @@ class NumpyAdapter:
 
     def versions(self) -> dict[str, str]:
         return package_versions("numpy")
+
+    def peak_memory(self, run: Callable[[], None]) -> tuple[int, str] | None:
+        return tracemalloc_peak(run)
 
     def threads(self) -> dict[str, Any]:
         return {var: os.environ.get(var, "unset") for var in THREAD_VARS}

@@ -80,6 +80,18 @@ class TensorflowAdapter:
 
         return tf.device(self._device)
 
+    def peak_memory(self, run: Callable[[], None]) -> tuple[int, str] | None:
+        import tensorflow as tf
+
+        device = self._device.strip("/")
+        try:
+            tf.config.experimental.reset_memory_stats(device)
+        except ValueError:
+            return None
+        run()
+        peak = tf.config.experimental.get_memory_info(device)["peak"]
+        return (int(peak), "step") if peak else None  # 0 on CPU: not tracked
+
     def versions(self) -> dict[str, str]:
         return package_versions("tensorflow-cpu", "tensorflow", "keras")
 

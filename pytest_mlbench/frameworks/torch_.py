@@ -108,6 +108,15 @@ class TorchAdapter:
                         guard=lambda: torch.compiler.set_stance("fail_on_recompile"),
                         name=getattr(fn, "__name__", ""))
 
+    def peak_memory(self, run: Callable[[], None]) -> tuple[int, str] | None:
+        import torch
+
+        if self._device is None or self._device.type != "cuda":
+            return None  # the CPU allocator keeps no statistics
+        torch.cuda.reset_peak_memory_stats(self._device)
+        run()
+        return int(torch.cuda.max_memory_allocated(self._device)), "step"
+
     def versions(self) -> dict[str, str]:
         out = package_versions("torch")
         import torch
