@@ -7,29 +7,13 @@ from typing import Any
 import autograd
 import autograd.numpy as anp
 
+from pytest_mlbench.trainers import FunctionalSGD
+
 
 def loss_fn(p: dict[str, Any], x: Any, y: Any) -> Any:
     z = anp.tanh(x @ p["w1"]) @ p["w2"]
     return anp.mean(anp.logaddexp(0, z) - y * z)
 
 
-class Trainer:
-    def __init__(self, case: Any) -> None:
-        self.p = dict(case.params)
-        self.x, self.y, self.lr = case.data["x"], case.data["y"], case.learning_rate
-        self.value_and_grad = autograd.value_and_grad(loss_fn)
-
-    def params(self) -> dict[str, Any]:
-        return self.p
-
-    def loss_and_grads(self) -> tuple[Any, dict[str, Any]]:
-        return self.value_and_grad(self.p, self.x, self.y)
-
-    def step(self) -> Any:
-        loss, g = self.value_and_grad(self.p, self.x, self.y)
-        self.p = {k: w - self.lr * g[k] for k, w in self.p.items()}
-        return loss
-
-
-def build(case: Any) -> Trainer:
-    return Trainer(case)
+def build(case: Any) -> FunctionalSGD:
+    return FunctionalSGD(case, loss_fn, autograd.value_and_grad)
