@@ -108,6 +108,11 @@ class Option:
     help: str
     parse: Callable[[str], Any]
 
+    @property
+    def key(self) -> str:
+        """The dest and ini name: ``--mlbench-gate-threshold`` is ``mlbench_gate_threshold``."""
+        return "mlbench_" + self.name.replace("-", "_")
+
 
 def option_table(frameworks: tuple[str, ...] = FRAMEWORKS) -> tuple[Option, ...]:
     """The options, in help order; ``frameworks`` includes any added through the adapters hook."""

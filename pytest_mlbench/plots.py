@@ -61,7 +61,7 @@ def sweep_chart(run: compare.Run, workload: str = "linreg", axis: str = "d") -> 
     series = sweep_series(run, workload, axis)
     if not series:
         raise ValueError(f"no {workload} benchmarks with extra_info dims[{axis!r}]")
-    fig = Figure(figsize=(6.0, 4.0))
+    fig = Figure(figsize=(8.0, 4.0), layout="constrained")
     ax = fig.add_subplot()
     for impl, points in series.items():
         ax.plot([d for d, _ in points], [s * 1e3 for _, s in points], marker="o", label=impl)
@@ -70,7 +70,7 @@ def sweep_chart(run: compare.Run, workload: str = "linreg", axis: str = "d") -> 
     ax.set_xlabel(f"feature dimension {axis}")
     ax.set_ylabel("step time (ms)")
     ax.set_title(f"{workload}: step time against {axis}")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside, not over, the lines
     return fig
 
 

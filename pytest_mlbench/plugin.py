@@ -45,12 +45,11 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("mlbench", "pytest-mlbench: fair benchmarks of autodiff frameworks")
     for option in (*option_table(FRAMEWORKS), *gate_option_table()):
-        key = option.name.replace("-", "_")
-        group.addoption(f"--mlbench-{option.name}", dest=f"mlbench_{key}", default=None,
-                        metavar=key.upper(),
+        group.addoption(f"--mlbench-{option.name}", dest=option.key, default=None,
+                        metavar=option.key.removeprefix("mlbench_").upper(),
                         help=f"{option.help}. Default: {option.default or '(off)'}; "
-                             f"ini: mlbench_{key}.".replace("%", "%%"))  # argparse formats help
-        parser.addini(f"mlbench_{key}", option.help, default=option.default)
+                             f"ini: {option.key}.".replace("%", "%%"))  # argparse formats help
+        parser.addini(option.key, option.help, default=option.default)
     parser.addini("mlbench_suites", "folder holding the workload folders (default: suites)",
                   default="suites")
 
@@ -59,13 +58,10 @@ def pytest_configure(config: pytest.Config) -> None:
     registry: dict[str, Any] = dict(frameworks.BUILTIN)
     for extra in config.hook.pytest_mlbench_adapters(config=config):
         registry.update(extra or {})
-    raw = {option.name: config.getoption(f"mlbench_{option.name}")
-           or config.getini(f"mlbench_{option.name}") for option in option_table()}
-    gate_raw = {o.name: config.getoption(f"mlbench_{o.name.replace('-', '_')}")
-                or config.getini(f"mlbench_{o.name.replace('-', '_')}") for o in gate_option_table()}
     try:
-        config.stash[SETTINGS] = build_settings(raw, option_table(tuple(registry)))
-        gate_settings = build_gate_settings(gate_raw)
+        config.stash[SETTINGS] = build_settings(_raw(config, option_table()),
+                                                option_table(tuple(registry)))
+        gate_settings = build_gate_settings(_raw(config, gate_option_table()))
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[REGISTRY] = registry
@@ -73,6 +69,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "mlbench: a pytest-mlbench benchmark case")
     config.addinivalue_line("markers", gate.MARKER)
     gate.register(config, gate_settings)  # --mlbench-save and --mlbench-gate sessions
+
+
+def _raw(config: pytest.Config, table: Any) -> dict[str, str]:
+    """Each option's string: the command line's when given, else the ini file's (or default)."""
+    return {o.name: config.getoption(o.key) or config.getini(o.key) for o in table}
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -201,3 +201,31 @@ def test_same_seed_same_bytes_and_digest() -> None:
     b = seeded_start(MLP, SMOKE, 3, policy)
     c = seeded_start(MLP, SMOKE, 4, policy)
     assert data.digest(*a) == data.digest(*b) != data.digest(*c)
+
+
+def shrink_batch(trainer: Any) -> None:
+    """One example fewer: a new static shape, which a compiled step must not absorb quietly."""
+    if hasattr(trainer, "data"):  # FunctionalSGD
+        trainer.data = tuple(d[:-1] for d in trainer.data)
+    else:
+        trainer.x, trainer.y = trainer.x[:-1], trainer.y[:-1]
+
+
+@pytest.mark.parametrize("framework", ["tensorflow", "torch"])
+def test_retrace_guard_catches_recompiles_in_tf_and_torch(framework: str) -> None:
+    """tf.function retraces on a new shape (the trace count rises); torch.compile is held to
+    ``fail_on_recompile`` while timed, so the recompile itself raises."""
+    pytest.importorskip(framework)
+    case, _, _ = make_case(framework, "jit")
+    trainer = catalogue.implementation(SUITES, MLP, framework).build(case)
+    case.adapter.sync(trainer.step())  # the warm-up compile happens before timing, as in the gate
+    original = trainer.step
+
+    def shrinking_step() -> Any:
+        shrink_batch(trainer)
+        return original()
+
+    trainer.step = shrinking_step
+    with pytest.raises((AssertionError, RuntimeError), match="[Rr]ecompile"):
+        timing.measure(OneShotBenchmark(), case, trainer, [1.0, 0.1], digest="x",
+                       where=f"{framework} jit")
