@@ -78,8 +78,10 @@ def _raw(config: pytest.Config, table: Any) -> dict[str, str]:
 
 def pytest_report_header(config: pytest.Config) -> str:
     s = config.stash[SETTINGS]
+    precision = "auto" if s.precision_auto else ",".join(s.precisions)
     return (f"mlbench: frameworks={','.join(s.frameworks)} variants={','.join(s.variants)} "
-            f"device={s.device} precision={','.join(s.precisions)} size={s.size} seed={s.seed}")
+            f"device={s.device} precision={precision} size={s.size} seed={s.seed} "
+            f"workers={','.join(map(str, s.workers))}")
 
 
 def _suites_root(config: pytest.Config) -> Path:

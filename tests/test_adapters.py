@@ -115,3 +115,23 @@ def test_frameworks_without_cpu_memory_counters_say_none(name: str) -> None:
     ran = []
     assert adapter.peak_memory(lambda: ran.append(1)) is None
     assert ran in ([], [1])  # may or may not have run the step; never invents a figure
+
+
+def test_torch_gpu_path_selects_cuda_and_synchronises(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No GPU here: fake CUDA's presence to check the GPU path picks cuda and that sync waits
+    on it (a timing without torch.cuda.synchronize would measure launches, not work)."""
+    torch = pytest.importorskip("torch")
+    adapter = frameworks.load("torch", frameworks.BUILTIN)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "Fake GPU")
+    synced: list[Any] = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: synced.append(device))
+    assert adapter.devices()["gpu"] == "1 x Fake GPU"
+    adapter.setup("gpu", POLICIES["tf32"], 0)
+    assert torch.get_float32_matmul_precision() == "high"
+    adapter.sync(None)
+    assert synced == [torch.device("cuda")]
+    adapter.setup("cpu", POLICIES["fp32"], 0)
+    adapter.sync(None)
+    assert len(synced) == 1  # the CPU path does not wait on CUDA

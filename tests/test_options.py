@@ -48,7 +48,7 @@ def test_bad_ini_value_is_a_usage_error(pytester: pytest.Pytester) -> None:
 def test_command_line_beats_ini(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\nmlbench_size = paper\nmlbench_seed = 7\n")
     result = pytester.runpytest("--mlbench-size=smoke")
-    result.stdout.fnmatch_lines(["mlbench: * size=smoke seed=7"])
+    result.stdout.fnmatch_lines(["mlbench: * precision=auto size=smoke seed=7 workers=1,2"])
 
 
 def test_aliases_and_all() -> None:
