@@ -7,6 +7,9 @@ once here. An implementation file reduces to its loss function and one ``build``
 
     def build(case):
         return FunctionalSGD(case, loss_fn, jax.value_and_grad)
+
+Workloads with their own update (clipped per-example gradients, nested parameter trees) write
+the step themselves and hand it to ``StepTrainer``.
 """
 
 from __future__ import annotations
@@ -15,35 +18,52 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 Transform = Callable[[Callable[..., Any]], Callable[..., Any]]
+Step = Callable[..., tuple[Any, Any, Any]]  # (params, *data) -> (loss, grads, new params)
 
 
-class FunctionalSGD:
-    """Plain SGD on a dict of params, the step passed through ``case.compile`` (so eager and
-    compiled variants run the same code), the data passed as arguments in ``data_keys`` order."""
+class StepTrainer:
+    """A Trainer around one step function, passed through ``case.compile`` (so eager and
+    compiled variants run the same code). The step returns the gradients too, so
+    ``loss_and_grads`` checks the very function that is timed, and each case compiles once.
 
-    def __init__(self, case: Any, loss_fn: Callable[..., Any], value_and_grad: Transform,
-                 data_keys: Sequence[str] = ("x", "y")) -> None:
-        self.p = dict(case.params)
+    ``to_model``/``from_model`` map the spec's flat dict of named arrays to the structure the
+    step takes (a nested tree, say) and back; the data go in as arguments in ``data_keys`` order.
+    """
+
+    def __init__(self, case: Any, step: Step, data_keys: Sequence[str] = ("x", "y"),
+                 to_model: Callable[[Any], Any] = dict,
+                 from_model: Callable[[Any], Any] = dict) -> None:
+        self.p, self.from_model = to_model(case.params), from_model
         self.data = tuple(case.data[k] for k in data_keys)
-        grads = value_and_grad(loss_fn)
-        lr = case.learning_rate
+        self.compiled_step = case.compile(step)
 
-        def sgd_step(p: dict[str, Any], *data: Any) -> Any:
-            loss, g = grads(p, *data)
-            return loss, {k: w - lr * g[k] for k, w in p.items()}
+    def params(self) -> Any:
+        return self.from_model(self.p)
 
-        self.grads = case.compile(grads)
-        self.sgd_step = case.compile(sgd_step)
-
-    def params(self) -> dict[str, Any]:
-        return self.p
-
-    def loss_and_grads(self) -> tuple[Any, dict[str, Any]]:
-        return self.grads(self.p, *self.data)
+    def loss_and_grads(self) -> tuple[Any, Any]:
+        loss, grads, _ = self.compiled_step(self.p, *self.data)
+        return loss, self.from_model(grads)
 
     def step(self) -> Any:
-        loss, self.p = self.sgd_step(self.p, *self.data)
+        loss, _, self.p = self.compiled_step(self.p, *self.data)
         return loss
+
+
+def sgd_step(loss_fn: Callable[..., Any], value_and_grad: Transform, lr: float) -> Step:
+    """Plain SGD on a flat dict of params, returning (loss, grads, new params)."""
+    grads = value_and_grad(loss_fn)
+
+    def step(p: dict[str, Any], *data: Any) -> tuple[Any, Any, Any]:
+        loss, g = grads(p, *data)
+        return loss, g, {k: w - lr * g[k] for k, w in p.items()}
+
+    return step
+
+
+def FunctionalSGD(case: Any, loss_fn: Callable[..., Any], value_and_grad: Transform,  # noqa: N802
+                  data_keys: Sequence[str] = ("x", "y")) -> StepTrainer:
+    """The Trainer for plain SGD on ``loss_fn(params, *data)`` under ``value_and_grad``."""
+    return StepTrainer(case, sgd_step(loss_fn, value_and_grad, case.learning_rate), data_keys)
 
 
 def torch_value_and_grad(loss_fn: Callable[..., Any]) -> Callable[..., Any]:

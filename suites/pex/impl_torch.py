@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from pytest_mlbench.catalogue import load_module
+from pytest_mlbench.trainers import StepTrainer
 
 spec = load_module(Path(__file__).with_name("spec.py"), "mlbench_suite_pex_spec")
 
@@ -37,24 +38,6 @@ def make_step(lr: float, clip: float) -> Any:
     return dp_step
 
 
-class Trainer:
-    def __init__(self, case: Any) -> None:
-        self.p = dict(case.params)
-        self.x, self.y = case.data["x"], case.data["y"]
-        clip = spec.clip_norm(case.dims["in"], case.dims["hidden"])
-        self.dp_step = case.compile(make_step(case.learning_rate, clip))
-
-    def params(self) -> dict[str, Any]:
-        return self.p
-
-    def loss_and_grads(self) -> tuple[Any, dict[str, Any]]:
-        loss, g, _ = self.dp_step(self.p, self.x, self.y)
-        return loss, g
-
-    def step(self) -> Any:
-        loss, _, self.p = self.dp_step(self.p, self.x, self.y)
-        return loss
-
-
-def build(case: Any) -> Trainer:
-    return Trainer(case)
+def build(case: Any) -> StepTrainer:
+    clip = spec.clip_norm(case.dims["in"], case.dims["hidden"])
+    return StepTrainer(case, make_step(case.learning_rate, clip))

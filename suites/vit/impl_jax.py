@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from pytest_mlbench.catalogue import load_module
+from pytest_mlbench.trainers import StepTrainer
 
 spec = load_module(Path(__file__).with_name("spec.py"), "mlbench_suite_vit_spec")
 
@@ -63,24 +64,6 @@ def make_step(lr: float, patch: int, heads: int) -> Any:
     return sgd_step
 
 
-class Trainer:
-    def __init__(self, case: Any) -> None:
-        self.p = spec.to_model(case.params)
-        self.x, self.y = case.data["x"], case.data["y"]
-        self.sgd_step = case.compile(make_step(case.learning_rate, case.dims["patch"],
-                                               spec.num_heads(case.dims)))
-
-    def params(self) -> dict[str, Any]:
-        return spec.from_model(self.p)
-
-    def loss_and_grads(self) -> tuple[Any, dict[str, Any]]:
-        loss, g, _ = self.sgd_step(self.p, self.x, self.y)
-        return loss, spec.from_model(g)
-
-    def step(self) -> Any:
-        loss, _, self.p = self.sgd_step(self.p, self.x, self.y)
-        return loss
-
-
-def build(case: Any) -> Trainer:
-    return Trainer(case)
+def build(case: Any) -> StepTrainer:
+    step = make_step(case.learning_rate, case.dims["patch"], spec.num_heads(case.dims))
+    return StepTrainer(case, step, to_model=spec.to_model, from_model=spec.from_model)
