@@ -1,14 +1,11 @@
-"""Data-parallel loss of the ViT in JAX: the single-device implementation's forward on the
-spec's model tree, then the spec's mean softmax cross-entropy."""
+"""Data-parallel loss of the ViT in JAX: the single-device implementation's own loss_fn
+on the spec's model tree."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
-
-import jax
-import jax.numpy as jnp
 
 from pytest_mlbench.catalogue import load_module
 
@@ -21,7 +18,6 @@ def make_loss(dims: Mapping[str, int]) -> Callable[..., Any]:
     patch, heads = dims["patch"], impl.spec.num_heads(dims)
 
     def loss(flat: dict[str, Any], x: Any, y: Any) -> Any:
-        logits = impl.forward(impl.spec.to_model(flat), x, patch=patch, heads=heads)
-        return -jnp.mean(jnp.sum(y * jax.nn.log_softmax(logits, axis=-1), axis=-1))
+        return impl.loss_fn(impl.spec.to_model(flat), x, y, patch=patch, heads=heads)
 
     return loss

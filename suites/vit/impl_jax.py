@@ -3,6 +3,7 @@ op (eager) or under jax.jit."""
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 from typing import Any
@@ -50,15 +51,20 @@ def forward(params: dict[str, Any], x: Any, *, patch: int, heads: int) -> Any:
     return pooled @ params["head_w"] + params["head_b"]
 
 
+def loss_fn(params: dict[str, Any], x: Any, y: Any, *, patch: int, heads: int) -> Any:
+    """Mean softmax cross-entropy of the model tree on one batch (or one data-parallel
+    shard: suites/dp reuses it)."""
+    logits = forward(params, x, patch=patch, heads=heads)
+    return -jnp.mean(jnp.sum(y * jax.nn.log_softmax(logits, axis=-1), axis=-1))
+
+
 def make_step(lr: float, patch: int, heads: int) -> Any:
-    def loss_fn(params: dict[str, Any], x: Any, y: Any) -> Any:
-        logits = forward(params, x, patch=patch, heads=heads)
-        return -jnp.mean(jnp.sum(y * jax.nn.log_softmax(logits, axis=-1), axis=-1))
+    batch_loss = functools.partial(loss_fn, patch=patch, heads=heads)
 
     def sgd_step(params: dict[str, Any], x: Any, y: Any) -> Any:
         # The gradients leave the step too, so loss_and_grads checks the very function that is
         # timed, and each case compiles once.
-        loss, g = jax.value_and_grad(loss_fn)(params, x, y)
+        loss, g = jax.value_and_grad(batch_loss)(params, x, y)
         return loss, g, jax.tree.map(lambda w, gw: w - lr * gw, params, g)
 
     return sgd_step

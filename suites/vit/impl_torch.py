@@ -3,6 +3,7 @@ functional step, eager or under torch.compile."""
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 from typing import Any
@@ -57,12 +58,17 @@ def sgd(params: dict[str, Any], g: dict[str, Any], lr: float) -> dict[str, Any]:
     return new
 
 
-def make_step(lr: float, patch: int, heads: int) -> Any:
-    def loss_fn(params: dict[str, Any], x: Any, y: Any) -> Any:
-        logits = forward(params, x, patch=patch, heads=heads)
-        return -(y * torch.log_softmax(logits, dim=-1)).sum(dim=-1).mean()
+def loss_fn(params: dict[str, Any], x: Any, y: Any, *, patch: int, heads: int) -> Any:
+    """Mean softmax cross-entropy of the model tree on one batch (or one data-parallel
+    shard: suites/dp reuses it)."""
+    logits = forward(params, x, patch=patch, heads=heads)
+    return -(y * torch.log_softmax(logits, dim=-1)).sum(dim=-1).mean()
 
-    grad_and_value = torch.func.grad_and_value(loss_fn)
+
+def make_step(lr: float, patch: int, heads: int) -> Any:
+    batch_loss = functools.partial(loss_fn, patch=patch, heads=heads)
+
+    grad_and_value = torch.func.grad_and_value(batch_loss)
 
     def sgd_step(params: dict[str, Any], x: Any, y: Any) -> Any:
         # The gradients leave the step too, so loss_and_grads checks the very function that is
