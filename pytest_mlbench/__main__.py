@@ -1,4 +1,4 @@
-"""``python -m pytest_mlbench report ...``: see pytest_mlbench.cli."""
+"""``python -m pytest_mlbench report ...``: the ``pytest-mlbench`` command; see pytest_mlbench.cli."""
 
 from __future__ import annotations
 

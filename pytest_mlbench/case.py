@@ -1,5 +1,5 @@
-"""One benchmark case: what collection knows (CaseId, cheap, no framework imported) and what
-an implementation's build(case) receives at run time (Case)."""
+"""One benchmark case: what collection knows (CaseId: cheap, no framework imported, sent to
+workers by name) and what an implementation's build(case) receives in its worker (Case)."""
 
 from __future__ import annotations
 
@@ -8,30 +8,53 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_mlbench.frameworks.base import Compiled
+from pytest_mlbench.optim import Optimizer
 from pytest_mlbench.precision import Policy
-from pytest_mlbench.workload import Shape, Workload
+from pytest_mlbench.workload import Shape, Task, Workload
 
 
 @dataclass(frozen=True)
 class CaseId:
     workload: Workload
     shape: Shape
+    task: Task
     framework: str
     variant: str
     device: str
     precision: str
+    workers: int = 1
+
+    @property
+    def head(self) -> str:
+        """``linreg-d10``, ``mlp_optim-adam``: workload, then shape and task labels if any."""
+        parts = [self.workload.name, self.shape.label]
+        if self.workload.tasks_in_ids:
+            parts.append(self.task.label)
+        return "-".join(p for p in parts if p)
+
+    @property
+    def impl(self) -> str:
+        base = f"{self.framework}-{self.variant}"
+        return f"{base}-w{self.workers}" if self.workers > 1 else base
 
     @property
     def name(self) -> str:
-        """``mlp-jax-jit-cpu-fp32``; a shape label follows the workload (``linreg-d10-...``)."""
-        head = f"{self.workload.name}-{self.shape.label}" if self.shape.label else self.workload.name
-        return f"{head}-{self.framework}-{self.variant}-{self.device}-{self.precision}"
+        """``mlp-jax-jit-cpu-fp32``; ``mlp-torch-eager-w2-cpu-fp32`` for two workers."""
+        return f"{self.head}-{self.impl}-{self.device}-{self.precision}"
 
     @property
     def group(self) -> str:
-        """Cases compared with each other in one table: same workload, shape, device, precision."""
-        head = f"{self.workload.name}-{self.shape.label}" if self.shape.label else self.workload.name
-        return f"{head} {self.device} {self.precision}"
+        """Cases compared with each other in one table (Identity.group says the same)."""
+        workers = f" w{self.workers}" if self.workers > 1 else ""
+        return f"{self.head} {self.device} {self.precision}{workers}"
+
+    def spec(self, root: str, size: str, seed: int) -> dict[str, Any]:
+        """What a worker needs to rebuild this case: names only, no objects."""
+        return {"root": root, "workload": self.workload.name, "size": size,
+                "shape": self.shape.label, "task": self.task.label,
+                "framework": self.framework, "variant": self.variant, "device": self.device,
+                "precision": self.precision, "workers": self.workers, "seed": seed,
+                "name": self.name}
 
 
 @dataclass
@@ -45,11 +68,23 @@ class Case:
     data: dict[str, Any]
     params: dict[str, Any]
     seed: int
+    rank: int = 0  # data-parallel cases: this worker's rank among ``id.workers``
     compiled: list[Compiled] = field(default_factory=list)
 
     @property
+    def task(self) -> Task:
+        return self.id.task
+
+    @property
+    def optimizer(self) -> Optimizer:
+        if self.id.task.optimizer is None:
+            raise AttributeError(f"{self.id.name}: task {self.id.task.label!r} is not a "
+                                 "training step and has no optimizer")
+        return self.id.task.optimizer
+
+    @property
     def learning_rate(self) -> float:
-        return self.id.workload.learning_rate
+        return self.optimizer.lr
 
     @property
     def dims(self) -> Any:
@@ -63,6 +98,11 @@ class Case:
     def dtype(self) -> str:
         """The policy's dtype name (``float32``, ``float64``, ``bfloat16``)."""
         return self.policy.dtype
+
+    @property
+    def inputs(self) -> dict[str, Any]:
+        """The data the model reads (the spec's ``input_keys``)."""
+        return self.id.workload.inputs(self.data)
 
     def compile(self, fn: Callable[..., Any]) -> Compiled:
         """Apply this case's variant to ``fn`` (identity for eager); the harness later checks

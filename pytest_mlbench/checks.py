@@ -1,35 +1,26 @@
 """Correctness checks, all named assert_*, all (actual, expected, *, rtol, atol, ...).
 
-Messages say what differed, where (the worst element's index), by how much and against which
-tolerance, so a failing benchmark reads like a bug report. Tolerances by precision live in
-TOLERANCES and nowhere else.
+Messages say what differed, where, by how much and against which tolerance, so a failing case
+reads like a bug report. Tolerances by precision live in TOLERANCES (a workload may override
+them in its spec) and nowhere else.
+
+The tolerance model is norm-wise per tensor: ``||actual - expected|| <= rtol * ||expected|| +
+atol * scale``, where ``scale`` is the expected tensor's own norm unless the check says
+otherwise (after training, the start gradient's). A realistic model at fp32 or bf16 has a few
+elements far off in relative terms (a ReLU pre-activation rounding to the other side of zero,
+a max-pool tie), which an element-wise test fails depending on the seed; the norm of the
+error does not care which elements they are. Messages still name the worst element.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from pytest_mlbench.data import widen
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    """``atol`` is a fraction of the largest |expected| entry of each array, so one table
-    serves gradients of any scale; ``rtol`` is relative to each element."""
-
-    rtol: float
-    atol: float
-
-
-@dataclass(frozen=True)
-class Tolerances:
-    grad: Tolerance  # loss and gradient at the start, against the float64 reference
-    trajectory: Tolerance  # losses and parameter displacement after a few steps
-
+from pytest_mlbench.workload import Tolerance, Tolerances
 
 TOLERANCES: dict[str, Tolerances] = {
     "fp64": Tolerances(Tolerance(1e-7, 1e-9), Tolerance(1e-6, 1e-8)),
@@ -39,46 +30,61 @@ TOLERANCES: dict[str, Tolerances] = {
 }
 
 
+def tolerances(precision: str, overrides: Mapping[str, Tolerances] | None = None) -> Tolerances:
+    """The precision's tolerances, or the workload's override for it."""
+    return (overrides or {}).get(precision, TOLERANCES[precision])
+
+
 def _fmt_index(index: tuple[int, ...]) -> str:
     return "[" + ", ".join(str(i) for i in index) + "]" if index else "(scalar)"
 
 
-def assert_allclose(actual: Any, expected: Any, *, rtol: float, atol: float, where: str = "") -> None:
-    """|actual - expected| <= atol + rtol * |expected| everywhere, shapes equal, all finite."""
-    a, e = np.asarray(widen({"x": np.asarray(actual)})["x"]), np.asarray(expected, np.float64)
+def _wide(value: Any) -> np.ndarray:
+    return np.asarray(widen({"x": np.asarray(value)})["x"], dtype=np.float64)
+
+
+def assert_close(actual: Any, expected: Any, *, rtol: float, atol: float,
+                 scale: float | None = None, rounding: float = 0.0, where: str = "") -> None:
+    """Norm-wise: ||actual - expected|| <= rtol ||expected|| + atol * scale + rounding, shapes
+    equal, all finite. ``scale`` defaults to ||expected||; ``rounding`` is what storage at a
+    narrow dtype may add (a unit in the last place per step)."""
+    a, e = _wide(actual), np.asarray(expected, np.float64)
     prefix = f"{where}: " if where else ""
     if a.shape != e.shape:
         raise AssertionError(f"{prefix}shape {a.shape} != expected {e.shape}")
     if not np.all(np.isfinite(a)):
         bad = tuple(int(i) for i in np.argwhere(~np.isfinite(a))[0])
         raise AssertionError(f"{prefix}non-finite value {a[bad]} at {_fmt_index(bad)}")
-    diff = np.abs(a - e)
-    allowed = atol + rtol * np.abs(e)
-    over = diff > allowed
-    if over.any():
-        worst = np.unravel_index(np.argmax(diff - allowed), diff.shape)
+    norm_e = float(np.linalg.norm(e))
+    err = float(np.linalg.norm(a - e))
+    allowed = rtol * norm_e + atol * (norm_e if scale is None else scale) + rounding
+    if err > allowed:
+        worst = tuple(int(i) for i in np.unravel_index(np.argmax(np.abs(a - e)), a.shape))
+        rel = err / norm_e if norm_e else float("inf")
         raise AssertionError(
-            f"{prefix}{int(over.sum())} of {diff.size} elements differ; worst at "
-            f"{_fmt_index(tuple(int(i) for i in worst))}: actual {a[worst]:.6g}, expected "
-            f"{e[worst]:.6g}, |diff| {diff[worst]:.3g} > atol {atol:.3g} + rtol {rtol:.3g} * "
-            f"|expected| = {allowed[worst]:.3g}")
+            f"{prefix}differs by {err:.3g} in norm ({rel:.3g} of ||expected|| {norm_e:.3g}), "
+            f"allowed {allowed:.3g} (rtol {rtol:.3g}, atol {atol:.3g}"
+            f"{'' if scale is None else f' x scale {scale:.3g}'}"
+            f"{f' + rounding {rounding:.3g}' if rounding else ''}); worst element at "
+            f"{_fmt_index(worst)}: actual {a[worst]:.6g}, expected {e[worst]:.6g}")
 
 
 def assert_trees_close(actual: Mapping[str, Any], expected: Mapping[str, Any], *, rtol: float,
-                       atol: float, where: str = "") -> None:
-    """assert_allclose per named array; here ``atol`` scales with each array's largest entry."""
+                       atol: float, scales: Mapping[str, float] | None = None,
+                       where: str = "") -> None:
+    """assert_close per named array (a tensor's error is judged against its own norm)."""
     assert_same_keys(actual, expected, where=where)
     for key in sorted(expected):
-        e = np.asarray(expected[key], np.float64)
-        scale = float(np.max(np.abs(e))) if e.size else 0.0
-        assert_allclose(actual[key], e, rtol=rtol, atol=atol * scale, where=f"{where} {key}")
+        scale = None if scales is None else scales[key]
+        assert_close(actual[key], expected[key], rtol=rtol, atol=atol, scale=scale,
+                     where=f"{where} {key}")
 
 
 def assert_same_keys(actual: Mapping[str, Any], expected: Mapping[str, Any], *,
                      where: str = "") -> None:
     if set(actual) != set(expected):
         extra, missing = sorted(set(actual) - set(expected)), sorted(set(expected) - set(actual))
-        raise AssertionError(f"{where}: parameters differ from the spec: extra {extra}, "
+        raise AssertionError(f"{where}: names differ from the spec: extra {extra}, "
                              f"missing {missing}")
 
 
@@ -109,18 +115,34 @@ def assert_grad_matches_finite_differences(
     atol: float,
     rng: np.random.Generator,
     directions: int = 4,
-    eps: float = 1e-6,
     where: str = "",
 ) -> None:
-    """Directional derivatives of ``loss`` by central differences (float64) against <grad, v>."""
+    """Directional derivatives of ``loss`` by central differences (float64) against <grad, v>.
+
+    The step is relative to the parameters' scale, and several steps are tried from large to
+    small: a direction whose larger steps cross a kink of a non-smooth function (a ReLU
+    pre-activation, a max-pool tie) still agrees at a step that crosses none, so the verdict
+    does not depend on the seed."""
+    size = np.sqrt(sum(float(np.sum(np.square(p))) for p in params.values()))
+    count = sum(p.size for p in params.values())
+    unit = size / np.sqrt(max(count, 1)) or 1.0
     for i in range(directions):
         v = {k: rng.standard_normal(p.shape) for k, p in params.items()}
-        plus = loss({k: p + eps * v[k] for k, p in params.items()})
-        minus = loss({k: p - eps * v[k] for k, p in params.items()})
-        numeric = (plus - minus) / (2 * eps)
         analytic = sum(float(np.vdot(grad[k], v[k])) for k in params)
-        assert_allclose(analytic, numeric, rtol=rtol, atol=atol,
-                        where=f"{where} direction {i} (central differences, eps={eps:g})")
+        tried = []
+        for rel in (1e-4, 1e-5, 1e-6, 1e-7):
+            eps = rel * unit
+            plus = loss({k: p + eps * v[k] for k, p in params.items()})
+            minus = loss({k: p - eps * v[k] for k, p in params.items()})
+            numeric = (plus - minus) / (2 * eps)
+            tried.append((eps, numeric))
+            if abs(analytic - numeric) <= atol + rtol * abs(numeric):
+                break
+        else:
+            steps = ", ".join(f"{n:.9g} at eps {e:.2g}" for e, n in tried)
+            raise AssertionError(
+                f"{where} direction {i}: <gradient, v> = {analytic:.9g} but central "
+                f"differences give {steps} (rtol {rtol:g}, atol {atol:g})")
 
 
 def assert_trajectory_close(actual: Sequence[float], expected: Sequence[float], *, rtol: float,
@@ -138,12 +160,12 @@ def assert_trajectory_close(actual: Sequence[float], expected: Sequence[float], 
 
 
 def assert_no_retrace(actual: int, expected: int, *, where: str = "") -> None:
-    """The compiled step was not traced or compiled again during the timed rounds."""
+    """Nothing was traced or compiled again during the timed rounds."""
     if actual != expected:
-        raise AssertionError(f"{where}: recompiled during timing: {actual - expected} new "
-                             f"trace(s) after {expected} in warm-up; compile time leaked into "
-                             "the measurement (check for changing shapes, dtypes or Python "
-                             "values passed to the step)")
+        raise AssertionError(f"{where}: compiled during timing: {actual - expected} new "
+                             f"trace(s) or compilation(s) after {expected} before it; compile "
+                             "time leaked into the measurement, or a second compiled function "
+                             "ran only while timed (changing shapes, dtypes or Python values?)")
 
 
 def assert_variant_applied(traces: Sequence[int], variant: str, *, where: str = "") -> None:
@@ -156,3 +178,45 @@ def assert_variant_applied(traces: Sequence[int], variant: str, *, where: str = 
     if min(traces) < 1:
         raise AssertionError(f"{where}: variant {variant!r} compiled nothing: a function passed "
                              "through case.compile() was never traced")
+
+
+def assert_eager(compiles: Mapping[str, int], variant: str, *, where: str = "") -> None:
+    """An eager case compiled nothing at all: no dynamo frame, no tf.function trace, no jitted
+    function of its own (op-by-op dispatch is what eager means)."""
+    if variant != "eager":
+        return
+    found = {phase: n for phase, n in compiles.items() if n}
+    if found:
+        detail = ", ".join(f"{n} during {phase}" for phase, n in found.items())
+        raise AssertionError(f"{where}: the eager variant compiled ({detail}): eager means op "
+                             "by op; a jit, torch.compile or tf.function inside an eager "
+                             "implementation makes it another variant")
+
+
+def assert_census(found: int | None, expected: int, *, what: str, where: str = "") -> None:
+    """The framework's own count of trainable elements equals the spec's parameters."""
+    if found is not None and found != expected:
+        raise AssertionError(f"{where}: {what} hold {found} trainable elements, the spec's "
+                             f"parameters {expected}: a parameter (a bias?) trains without "
+                             "being reported, or one is missing")
+
+
+def assert_plausible(gflops: float | None, peak: float | None, *, margin: float,
+                     where: str = "") -> None:
+    """Achieved GFLOP/s cannot exceed the machine's measured matrix-multiply peak."""
+    if gflops is None or not peak:
+        return
+    if gflops > peak * (1 + margin):
+        raise AssertionError(
+            f"{where}: physically implausible: {gflops:.1f} GFLOP/s achieved, but this "
+            f"machine's matrix-multiply peak for the dtype measured {peak:.1f} GFLOP/s in this "
+            f"session (margin {margin:.0%}); the timed step did less work than its FLOP count "
+            "says, or the spec's flops_per_step over-counts")
+
+
+def assert_threads(found: Mapping[str, Any], expected: int, *, where: str = "") -> None:
+    """Every thread control the framework reports holds the session's thread count."""
+    wrong = {k: v for k, v in found.items() if isinstance(v, int) and v != expected}
+    if wrong:
+        raise AssertionError(f"{where}: thread counts differ from --mlbench-threads={expected}: "
+                             + ", ".join(f"{k}={v}" for k, v in sorted(wrong.items())))

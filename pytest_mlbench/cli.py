@@ -1,40 +1,52 @@
-"""``mlbench report`` (also ``python -m pytest_mlbench report``): saved runs as tables and charts.
+"""``pytest-mlbench report`` (also ``python -m pytest_mlbench report``): saved runs as tables
+and charts.
 
-    mlbench report RUN [--reference jax-jit]              one run, normalised to a reference
-    mlbench report --machines RUN RUN ... --workload mlp  one workload across machines
-    mlbench report --compare BASELINE RUN                 two runs, with the gate's statistics
+    pytest-mlbench report RUN [--reference jax-jit]              one run, normalised to a reference
+    pytest-mlbench report --machines RUN RUN ... [--workload mlp]  workloads across machines
+    pytest-mlbench report --compare BASELINE RUN                 two runs, judged like the gate
 
 RUN is a pytest-benchmark JSON file, a baseline name of this machine, or <machine-id>/<name>
-under --baselines. ``--plots DIR`` also writes PNG and SVG charts. Exit status: 0, 1 when
---compare finds a slowdown that fails the gate, 2 for a usage error or unreadable file."""
+under --baselines (add .partial to name a partial run). ``--plots DIR`` also writes PNG and SVG
+charts (needs matplotlib: pip install 'pytest-mlbench[report]'; without it tables still print).
+Exit status: 0; 1 when --compare finds a slowdown that fails the gate or judges nothing; 2 for
+a usage error or a file that cannot be read or trusted."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from types import ModuleType
 
-from pytest_mlbench import compare, gate, report
-from pytest_mlbench.baseline import BaselineError, load_run
-from pytest_mlbench.options import OptionError, build_gate_settings
+from pytest_mlbench import __version__, baseline_sessions, compare, fingerprint, regression, report
+from pytest_mlbench.baseline import BaselineError, is_explicit
+from pytest_mlbench.options import OptionError, build_gate_settings, parse_alpha, parse_percent
+from pytest_mlbench.runs import Run, load_run
+
+PROG = "pytest-mlbench"
+EXTRA = "pip install 'pytest-mlbench[report]'"
+Lines = list[str]
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="mlbench", description=__doc__.split("\n\n")[0])
+    top = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    top.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = top.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("report", help="tables and charts of saved runs",
                          formatter_class=argparse.RawDescriptionHelpFormatter,
                          description=__doc__.split("\n\n", 1)[1])
     rep.add_argument("runs", nargs="+", metavar="RUN")
     mode = rep.add_mutually_exclusive_group()
-    mode.add_argument("--machines", action="store_true", help="one workload across machines")
-    mode.add_argument("--compare", action="store_true", help="BASELINE RUN with gate statistics")
+    mode.add_argument("--machines", action="store_true", help="workloads across machines")
+    mode.add_argument("--compare", action="store_true", help="BASELINE RUN, judged like the gate")
     rep.add_argument("--reference", default=None,
                      help="implementation that sets 1.0, e.g. jax-jit. Default: the fastest")
-    rep.add_argument("--workload", default="mlp", help="workload for --machines. Default: mlp")
-    rep.add_argument("--threshold", default="10%", help="gate threshold. Default: 10%%")
+    rep.add_argument("--workload", default=None,
+                     help="the workload for --machines. Default: every workload in the runs")
+    rep.add_argument("--threshold", default="10%",
+                     help="gate threshold for --compare, with %%. Default: 10%%")
     rep.add_argument("--alpha", default="0.01", help="gate significance level. Default: 0.01")
     rep.add_argument("--baselines", default="baselines",
                      help="folder that names resolve in. Default: baselines")
@@ -43,79 +55,115 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
-def load(ref: str, baselines: str) -> tuple[Path, dict[str, Any]]:
+def load(ref: str, baselines: str) -> Run:
     settings = build_gate_settings({"baselines": baselines})
-    path = gate.storage(settings, Path.cwd()).resolve(ref)
-    return path, load_run(path)
+    return load_run(baseline_sessions.storage(settings, Path.cwd()).resolve(ref))
 
 
-def one_run(args: argparse.Namespace, run: dict[str, Any]) -> list[str]:
-    from pytest_mlbench import plots
+def plots_module() -> ModuleType | None:
+    """pytest_mlbench.plots, or None when matplotlib is missing (tables print without it)."""
+    try:
+        return importlib.import_module("pytest_mlbench.plots")
+    except ImportError as exc:
+        if (exc.name or "").split(".")[0] != "matplotlib":
+            raise
+        return None
 
-    rows = compare.results(run)
-    lines = report.normalised_table(rows, args.reference)
+
+def one_run(args: argparse.Namespace, run: Run, plots: ModuleType | None) -> Lines:
+    records = [rec for _, rec in run.cases]
+    impls = sorted({r.identity.impl for r in records if r.measure is not None})
+    if args.reference and args.reference not in impls:
+        raise OptionError(f"--reference {args.reference!r}: no such implementation in "
+                          f"{run.where}; available: {', '.join(impls) or 'none'}")
+    lines = [f"{run.where} (partial run)" if run.partial else run.where,
+             *report.normalised_table(records, args.reference)]
     ctl = compare.control(run)
     lines.append(f"control matmul: {ctl.gflops:.1f} GFLOP/s" if ctl else "control matmul: absent")
-    if args.plots:
-        for group in sorted({r.group for r in rows}):
-            stem = "bars-" + group.replace(" ", "-")
-            lines += map(str, plots.save(plots.bar_chart(rows, group, args.reference),
-                                         args.plots, stem))
-        if plots.sweep_series(run):
-            lines += map(str, plots.save(plots.sweep_chart(run), args.plots, "linreg-sweep"))
+    if plots is not None:
+        for group in sorted({r.identity.group for r in records if r.measure is not None}):
+            fig = plots.bar_chart(records, group, args.reference)
+            lines += map(str, plots.save(fig, args.plots, "bars-" + group.replace(" ", "-")))
+        if plots.sweep_series(records):
+            lines += map(str, plots.save(plots.sweep_chart(records), args.plots, "linreg-sweep"))
     return lines
 
 
-def machines(args: argparse.Namespace, runs: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
-    from pytest_mlbench import plots
+def chosen_workloads(args: argparse.Namespace, runs: compare.Named) -> list[str]:
+    found = compare.workloads(runs)
+    if args.workload is None:
+        return found
+    if args.workload not in found:
+        raise OptionError(f"--workload {args.workload!r}: not in the runs given; available: "
+                          f"{', '.join(found) or 'none'}")
+    return [args.workload]
 
-    lines = compare.machines_table(runs, args.workload)
-    if args.plots:
-        for normalised, stem in ((False, "machines"), (True, "machines-normalised")):
-            fig = plots.machine_chart(runs, args.workload, normalised)
-            lines += map(str, plots.save(fig, args.plots, f"{stem}-{args.workload}"))
+
+def machines(args: argparse.Namespace, runs: compare.Named, plots: ModuleType | None) -> Lines:
+    lines: Lines = []
+    for workload in chosen_workloads(args, runs):
+        lines += compare.machines_table(runs, workload)
+        if plots is not None:
+            for normalised, stem in ((False, "machines"), (True, "machines-normalised")):
+                fig = plots.machine_chart(runs, workload, normalised)
+                lines += map(str, plots.save(fig, args.plots, f"{stem}-{workload}"))
     return lines
 
 
-def two_runs(args: argparse.Namespace, base: dict[str, Any], cur: dict[str, Any],
-             ) -> tuple[list[str], bool]:
-    settings = build_gate_settings({"gate-threshold": args.threshold, "gate-alpha": args.alpha})
-    found = gate.compare_runs(base, cur, threshold=settings.threshold, alpha=settings.alpha)
-    lines = gate.table(found) if found else []
-    lines.append(gate.summary(found) if found else "mlbench gate: no benchmark to compare")
-    if args.plots and found:
-        from pytest_mlbench import plots
-
-        runs = [("baseline", base), ("current", cur)]
-        for workload in sorted({r.group.split(" ")[0].split("-")[0]
-                                for r in compare.results(cur)}):
-            fig = plots.machine_chart(runs, workload)
+def two_runs(limits: tuple[float, float], args: argparse.Namespace, base: Run, cur: Run,
+             plots: ModuleType | None) -> tuple[Lines, int]:
+    if base.partial and not is_explicit(args.runs[0]):
+        raise BaselineError(f"{base.where}: a partial run (saved from an interrupted or failed "
+                            "session); name the file to compare against it anyway")
+    found = regression.judge(base, cur, threshold=limits[0], alpha=limits[1])
+    lines = [f"machine differs: {d}" for d in fingerprint.differences(
+        fingerprint.fingerprint(base.machine_info), fingerprint.fingerprint(cur.machine_info))]
+    lines += (regression.table(found.rows) if found.rows else []) + regression.details(found)
+    lines.append(regression.summary(found))
+    if plots is not None:
+        named = [("baseline", base), ("current", cur)]
+        for workload in compare.workloads(named):
+            fig = plots.machine_chart(named, workload)
             lines += map(str, plots.save(fig, args.plots, f"compare-{workload}"))
-    return lines, any(c.failed for c in found)
+    return lines, 1 if regression.fails(found) else 0
+
+
+def _named(flag: str, parse: Callable[[str], float], value: str) -> float:
+    try:
+        return parse(value)
+    except OptionError as exc:
+        raise OptionError(f"{flag}: {exc}") from None
+
+
+def run(args: argparse.Namespace, plots: ModuleType | None) -> tuple[Lines, int]:
+    if args.compare and len(args.runs) != 2:
+        raise OptionError(f"--compare takes two runs, BASELINE and RUN; got {len(args.runs)}")
+    limits = _named("--threshold", parse_percent, args.threshold), _named(
+        "--alpha", parse_alpha, args.alpha)  # bad values fail before any file is read
+    loaded = [load(ref, args.baselines) for ref in args.runs]
+    if args.compare:
+        return two_runs(limits, args, loaded[0], loaded[1], plots)
+    if args.machines:
+        return machines(args, [(_label(r, loaded), r) for r in loaded], plots), 0
+    return [line for r in loaded for line in one_run(args, r, plots)], 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    plots = plots_module() if args.plots else None
+    if args.plots and plots is None:
+        print(f"{PROG}: charts skipped: matplotlib is not installed ({EXTRA})", file=sys.stderr)
     try:
-        loaded = [load(ref, args.baselines) for ref in args.runs]
-        if args.compare and len(loaded) != 2:
-            raise OptionError(f"--compare takes two runs, BASELINE and RUN; got {len(loaded)}")
-        failed = False
-        if args.compare:
-            lines, failed = two_runs(args, loaded[0][1], loaded[1][1])
-        elif args.machines:
-            lines = machines(args, [(_label(p, r, loaded), r) for p, r in loaded])
-        else:
-            lines = [line for _, run in loaded for line in one_run(args, run)]
-    except (BaselineError, OptionError, ValueError) as exc:
-        print(f"mlbench: error: {exc}", file=sys.stderr)
+        lines, status = run(args, plots)
+    except (BaselineError, OptionError) as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     print("\n".join(lines))
-    return 1 if failed else 0
+    return status
 
 
-def _label(path: Path, run: dict[str, Any], loaded: Sequence[tuple[Path, Any]]) -> str:
-    """The machine id, or the file stem when two runs share a machine id."""
-    ids = [compare.label(r) for _, r in loaded]
+def _label(run: Run, loaded: Sequence[Run]) -> str:
+    """The machine id, or with the file name when two runs share a machine id."""
+    ids = [compare.label(r) for r in loaded]
     name = compare.label(run)
-    return name if ids.count(name) == 1 else f"{name}:{path.stem}"
+    return name if ids.count(name) == 1 else f"{name}:{Path(run.where).stem}"

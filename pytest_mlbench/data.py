@@ -1,5 +1,10 @@
 """Seeded inputs and weights: one NumPy Generator per (seed, workload, shape), one set of bytes
-for every framework, and a digest of those bytes for the benchmark record."""
+for every framework, and a digest of those bytes for the record.
+
+Timed calls of inference and transforms take a fresh probe each (an input batch, a tangent or
+cotangent), drawn from a Generator keyed by the call's index: every framework sees the same
+probe bytes at the same index, and no implementation can cache a result across calls.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+
+from pytest_mlbench.precision import Policy, numpy_dtype
+
+Arrays = dict[str, np.ndarray]
 
 
 def generator(seed: int, *keys: str) -> np.random.Generator:
@@ -22,8 +31,10 @@ def cast(arrays: Mapping[str, np.ndarray], dtype: Any) -> dict[str, np.ndarray]:
 
 
 def widen(arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Exact float64 copies of floating arrays (any narrower float widens exactly)."""
-    return {k: np.asarray(v, dtype=np.float64) if is_float(v) else v for k, v in arrays.items()}
+    """Exact float64 copies of floating arrays (any narrower float widens exactly); integer
+    arrays (labels, token ids) are kept as they are."""
+    return {k: np.asarray(v, dtype=np.float64) if is_float(v) else np.asarray(v)
+            for k, v in arrays.items()}
 
 
 def digest(*trees: Mapping[str, np.ndarray]) -> str:
@@ -40,3 +51,30 @@ def digest(*trees: Mapping[str, np.ndarray]) -> str:
 def is_float(value: np.ndarray) -> bool:
     """Floating point, bfloat16 included (NumPy does not count ml_dtypes types as floating)."""
     return np.issubdtype(value.dtype, np.floating) or str(value.dtype) == "bfloat16"
+
+
+def seeded_start(workload: Any, shape: Any, seed: int, policy: Policy) -> tuple[Arrays, Arrays]:
+    """Data and initial params at the policy's dtype; the same seed gives the same bytes."""
+    dtype = numpy_dtype(policy)
+    rng = generator(seed, workload.data_key or workload.name, shape.label)
+    inputs = workload.make_data(rng, shape.dims)
+    params = workload.make_params(rng, shape.dims)
+    return cast(inputs, dtype), cast(params, dtype)
+
+
+def probe(workload: Any, shape: Any, task: Any, seed: int, index: int, policy: Policy,
+          params: Mapping[str, np.ndarray], outputs_shape: tuple[int, ...] | None) -> Arrays:
+    """The probe of call ``index`` of a timed inference or transform, at the policy's dtype:
+    an input batch (inference, Jacobians), a parameter tangent (jvp, hvp) or an output
+    cotangent (vjp). Index 0 is the one the checks evaluate before timing."""
+    rng = generator(seed, workload.data_key or workload.name, shape.label, "probe",
+                    task.label, str(index))
+    kind = task.transform or "infer"
+    if kind in ("infer", "jacfwd", "jacrev"):
+        found = workload.inputs(workload.make_data(rng, shape.dims))
+    elif kind in ("jvp", "hvp"):
+        found = {k: rng.standard_normal(v.shape) for k, v in params.items()}
+    else:
+        assert outputs_shape is not None
+        found = {"u": rng.standard_normal(outputs_shape)}
+    return cast(found, numpy_dtype(policy))

@@ -1,12 +1,16 @@
 """The plugin's options: one table, one parse function per option, one Settings result.
 
 Every option has an ini-file twin of the same name with dashes turned to underscores
-(``--mlbench-size`` and ``mlbench_size``); the command line wins over the ini file.
+(``--mlbench-size`` and ``mlbench_size``); the command line wins over the ini file. Ini values
+may be written as strings or, in ``[tool.pytest.ini_options]``, as TOML lists. An empty value
+is a usage error wherever it comes from: an unset CI variable must not silently turn an option
+off. Errors name where the value came from (``--mlbench-size`` or ``ini mlbench_size``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,12 +22,22 @@ VARIANTS = ("eager", "jit", "xla")
 VARIANT_ALIASES = {"compiled": "jit"}
 DEVICES = ("cpu", "gpu", "tpu", "auto")
 SIZES = ("smoke", "default", "paper")
+AFFINITIES = ("pin", "off")
 AUTO = ("auto",)  # --mlbench-precision left unset: a workload's default_precisions apply
 FALLBACK_PRECISION = "fp32"  # for workloads that declare no default precision
+DEFAULT_PROCESSES = 3
+MAX_WORKERS = 1024
 
 
 class OptionError(ValueError):
     """A bad option value; the message names the option, the value and what is accepted."""
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its affinity mask), which is what a worker can use."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 @dataclass(frozen=True)
@@ -37,19 +51,29 @@ class Settings:
     # True when no precision was given (option and ini left at ``auto``): each workload's
     # ``default_precisions`` then apply, and ``precisions`` holds the fallback for the rest.
     precision_auto: bool = False
-    workers: tuple[int, ...] = (1, 2)  # data-parallel worker counts (suites/dp)
+    workers: tuple[int, ...] = (1, 2)  # worker counts; >1 adds data-parallel cases
+    threads: int = 1  # compute threads of every framework in every case
+    processes: int = DEFAULT_PROCESSES  # fresh worker processes each timed case is sampled in
+    affinity: str = "pin"  # pin each framework's threads to cores, or leave them to the OS
+    ab: str = ""  # "" or the revision (git ref, or python:<interpreter>) to compare against
 
+
+# -- parse functions: a string in, a value or OptionError out ---------------------------------
 
 def parse_list(
     value: str, choices: Iterable[str], aliases: Mapping[str, str] | None = None
 ) -> tuple[str, ...]:
-    """Parse a comma list against ``choices``; ``all`` means every choice, order is kept."""
+    """Parse a comma list against ``choices``; ``all`` alone means every choice, order kept."""
     choices = tuple(choices)
     aliases = aliases or {}
     items = [item.strip().lower() for item in value.split(",") if item.strip()]
     if not items:
         raise OptionError(f"empty value; choose from: all, {', '.join(choices)}")
-    if items == ["all"]:
+    if "all" in items:
+        if items != ["all"]:
+            raise OptionError(f"{value.strip()!r}: 'all' already means every value and cannot "
+                              f"be combined with others; give all, or a list of: "
+                              f"{', '.join(choices)}")
         return choices
     out: list[str] = []
     for item in items:
@@ -76,19 +100,33 @@ def parse_precisions(value: str) -> tuple[str, ...]:
     return parse_list(value, POLICIES)
 
 
-MAX_WORKERS = 1024
+def _positive(item: str, what: str, high: int, example: str) -> int:
+    if not item.isdigit() or not 1 <= int(item) <= high:
+        raise OptionError(f"{item!r} is not {what}; give an integer from 1 to {high}, {example}")
+    return int(item)
 
 
 def parse_workers(value: str) -> tuple[int, ...]:
-    """A comma list of data-parallel worker counts (``1,2,4``), order kept, repeats dropped."""
+    """A comma list of worker counts (``1,2,4``), order kept, repeats dropped."""
     out: list[int] = []
     for item in (part.strip() for part in value.split(",")):
-        if not item.isdigit() or not 1 <= int(item) <= MAX_WORKERS:
-            raise OptionError(f"{item!r} is not a worker count; give a comma list of integers "
-                              f"from 1 to {MAX_WORKERS}, such as 1,2,4")
-        if int(item) not in out:
-            out.append(int(item))
+        count = _positive(item, "a worker count", MAX_WORKERS, "or a comma list such as 1,2,4")
+        if count not in out:
+            out.append(count)
     return tuple(out)
+
+
+def parse_threads(value: str) -> int:
+    """``all`` (every usable core) or a number of threads up to the usable cores."""
+    cores = usable_cores()
+    if value.strip().lower() == "all":
+        return cores
+    return _positive(value.strip(), "a thread count", cores,
+                     f"or all (this machine lets this process use {cores} cores)")
+
+
+def parse_processes(value: str) -> int:
+    return _positive(value.strip(), "a process count", 1000, "such as 3")
 
 
 def parse_seed(value: str) -> int:
@@ -101,88 +139,23 @@ def parse_seed(value: str) -> int:
     return seed
 
 
-@dataclass(frozen=True)
-class Option:
-    name: str
-    default: str
-    help: str
-    parse: Callable[[str], Any]
-
-    @property
-    def key(self) -> str:
-        """The dest and ini name: ``--mlbench-gate-threshold`` is ``mlbench_gate_threshold``."""
-        return "mlbench_" + self.name.replace("-", "_")
-
-
-def option_table(frameworks: tuple[str, ...] = FRAMEWORKS) -> tuple[Option, ...]:
-    """The options, in help order; ``frameworks`` includes any added through the adapters hook."""
-    return (
-        Option("frameworks", "all",
-               f"comma list of frameworks to run: all, {', '.join(frameworks)}",
-               lambda v: parse_list(v, frameworks, FRAMEWORK_ALIASES)),
-        Option("variants", "all",
-               "comma list of variants: all, eager, jit (alias compiled: jax.jit, torch.compile, "
-               "tf.function, numba.njit), xla (tf.function with jit_compile=True)",
-               lambda v: parse_list(v, VARIANTS, VARIANT_ALIASES)),
-        Option("device", "cpu", "device to run on: cpu, gpu, tpu, auto (the best one present)",
-               lambda v: parse_one(v, DEVICES)),
-        Option("precision", "auto",
-               "comma list of precision policies: auto (each workload's declared default, "
-               f"else {FALLBACK_PRECISION}), all, "
-               + ", ".join(f"{p.name} ({p.summary})" for p in POLICIES.values()),
-               parse_precisions),
-        Option("size", "default", "size profile: smoke (seconds, for tests), default, paper "
-               "(the seed articles' full sizes)", lambda v: parse_one(v, SIZES)),
-        Option("seed", "0", "seed of the NumPy Generator that makes every input and weight",
-               parse_seed),
-        Option("workers", "1,2",
-               "comma list of worker counts (devices or processes) for the data-parallel cases "
-               "in suites/dp; scaling efficiency is relative to 1", parse_workers),
-    )
-
-
-def build_settings(raw: Mapping[str, str], table: tuple[Option, ...]) -> Settings:
-    """Parse raw strings (command line or ini) into Settings; OptionError names the option."""
-    values: dict[str, Any] = {}
-    for option in table:
-        try:
-            values[option.name] = option.parse(raw.get(option.name, option.default))
-        except OptionError as exc:
-            raise OptionError(f"--mlbench-{option.name}: {exc}") from None
-    precisions = values.pop("precision")
-    values["precision_auto"] = precisions == AUTO
-    values["precisions"] = (FALLBACK_PRECISION,) if precisions == AUTO else precisions
-    return Settings(**values)
-
-
-# -- baselines and the regression gate (pytest_mlbench.baseline, pytest_mlbench.gate) --------
-
-SAVE_MODES = ("new", "overwrite")
-
-
-@dataclass(frozen=True)
-class GateSettings:
-    baselines: str  # folder holding <machine-id>/NNNN_<name>.json
-    save: str  # "" = do not save
-    save_mode: str
-    gate: str  # "" = no gate; a file path, <name> or <machine-id>/<name>
-    threshold: float  # fraction: 0.10 fails medians more than 10% slower
-    alpha: float
-
-
 def parse_name(value: str) -> str:
-    """A baseline name (letters, digits, '.', '_', '-') or empty for off."""
+    """A baseline name: letters, digits, '.', '_' and '-', starting with a letter or digit."""
     name = value.strip()
-    if name and not all(c.isalnum() or c in "._-" for c in name):
-        raise OptionError(f"{value!r}: use letters, digits, '.', '_' and '-'")
+    if not name[:1].isalnum() or not all(c.isalnum() or c in "._-" for c in name):
+        raise OptionError(f"{value!r} is not a baseline name; use letters, digits, '.', '_' "
+                          "and '-', starting with a letter or digit")
     return name
 
 
 def parse_percent(value: str) -> float:
-    """``10%`` or ``10`` (percent) -> 0.10; accepted: more than 0 and at most 1000."""
-    text = value.strip().removesuffix("%")
+    """``10%`` -> 0.10. A bare number is refused: 0.1 could mean 10% or 0.1%."""
+    text = value.strip()
+    if not text.endswith("%"):
+        raise OptionError(f"{value!r} has no '%'; give a percentage such as 10% (a bare "
+                          "number is refused: 0.1 could mean 0.1% or 10%)")
     try:
-        pct = float(text)
+        pct = float(text[:-1])
     except ValueError:
         raise OptionError(f"{value!r} is not a percentage; give e.g. 10%") from None
     if not 0 < pct <= 1000:
@@ -200,35 +173,180 @@ def parse_alpha(value: str) -> float:
     return alpha
 
 
+def parse_text(value: str) -> str:
+    return value.strip()
+
+
+def parse_switch(value: str) -> bool:
+    table = {"yes": True, "true": True, "on": True, "1": True,
+             "no": False, "false": False, "off": False, "0": False}
+    try:
+        return table[value.strip().lower()]
+    except KeyError:
+        raise OptionError(f"{value!r} is not yes or no") from None
+
+
+def parse_ab(value: str) -> str:
+    """A git revision (``origin/main``, a sha) or ``python:<interpreter>``."""
+    text = value.strip()
+    if text.startswith("python:") and not text[len("python:"):].strip():
+        raise OptionError("python: needs the path of the other environment's interpreter, "
+                          "e.g. python:/opt/venv-old/bin/python")
+    if any(c.isspace() for c in text):
+        raise OptionError(f"{value!r} is not a git revision or python:<interpreter>")
+    return text
+
+
+# -- the table ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Option:
+    name: str
+    default: str  # "" means off; shown in --help
+    help: str
+    parse: Callable[[str], Any]
+    many: bool = False  # a comma list (an ini TOML list is accepted too)
+    switch: bool = False  # may be given bare (--mlbench-save-partial) for "yes"
+
+    @property
+    def key(self) -> str:
+        """The dest and ini name: ``--mlbench-gate-threshold`` is ``mlbench_gate_threshold``."""
+        return "mlbench_" + self.name.replace("-", "_")
+
+    @property
+    def flag(self) -> str:
+        return f"--mlbench-{self.name}"
+
+
+def option_table(frameworks: tuple[str, ...] = FRAMEWORKS) -> tuple[Option, ...]:
+    """The case options, in help order; ``frameworks`` includes any added through the
+    adapters hook."""
+    return (
+        Option("frameworks", "all",
+               f"comma list of frameworks to run: all, {', '.join(frameworks)}",
+               lambda v: parse_list(v, frameworks, FRAMEWORK_ALIASES), many=True),
+        Option("variants", "all",
+               "comma list of variants: all, eager, jit (alias compiled: jax.jit, torch.compile, "
+               "tf.function, numba.njit), xla (tf.function with jit_compile=True)",
+               lambda v: parse_list(v, VARIANTS, VARIANT_ALIASES), many=True),
+        Option("device", "cpu", "device to run on: cpu, gpu, tpu, auto (the best one present)",
+               lambda v: parse_one(v, DEVICES)),
+        Option("precision", "auto",
+               "comma list of precision policies: auto (each workload's declared default, "
+               f"else {FALLBACK_PRECISION}), all, "
+               + ", ".join(f"{p.name} ({p.summary})" for p in POLICIES.values()),
+               parse_precisions, many=True),
+        Option("size", "default", "size profile: smoke (seconds, for tests), default, paper "
+               "(the seed articles' full sizes)", lambda v: parse_one(v, SIZES)),
+        Option("seed", "0", "seed of the NumPy Generator that makes every input and weight",
+               parse_seed),
+        Option("workers", "1,2",
+               "comma list of worker counts (devices or processes); counts above 1 add "
+               "data-parallel cases for the implementations that declare them", parse_workers,
+               many=True),
+        Option("threads", "all",
+               "compute threads of every framework in every case (torch, TF intra-op, XLA, "
+               "BLAS, numba), set through each framework's controls and verified: all (every "
+               "usable core) or a number", parse_threads),
+        Option("processes", str(DEFAULT_PROCESSES),
+               "fresh worker processes each timed case is sampled in (variance lives between "
+               "processes); more gives tighter intervals and takes longer", parse_processes),
+        Option("affinity", "pin",
+               "pin: bind each framework's compute threads to distinct cores (removes the "
+               "thread-placement lottery); off: leave placement to the OS",
+               lambda v: parse_one(v, AFFINITIES)),
+        Option("ab", "",
+               "compare every case against another revision in this job, interleaved: a git "
+               "revision (origin/main) or python:<interpreter of another environment>; fails on "
+               "a significant slowdown beyond --mlbench-gate-threshold", parse_ab),
+    )
+
+
+def build_settings(raw: Mapping[str, Any], table: tuple[Option, ...]) -> Settings:
+    """Parse raw values (see ``resolve``) into Settings; OptionError names the option."""
+    values = {o.name: resolve(o, raw.get(o.name)) for o in table}
+    precisions = values.pop("precision")
+    values["precision_auto"] = precisions == AUTO
+    values["precisions"] = (FALLBACK_PRECISION,) if precisions == AUTO else precisions
+    return Settings(**values)
+
+
+def resolve(option: Option, raw: Any) -> Any:
+    """One option's value from its raw form: None (unset: the default), a command-line
+    string, or an ``("ini", value)`` pair where value is what pytest's getini returned."""
+    source, value = option.flag, raw
+    if isinstance(raw, tuple) and raw[:1] == ("ini",):
+        source, value = f"ini {option.key}", _ini_text(option, raw[1])
+    if value is None:
+        value = option.default
+        if value == "":
+            return ""
+    elif not str(value).strip():
+        raise OptionError(f"{source}: empty value; give a value or leave the option out "
+                          f"(default: {option.default or 'off'})")
+    try:
+        return option.parse(str(value))
+    except OptionError as exc:
+        raise OptionError(f"{source}: {exc}") from None
+
+
+def _ini_text(option: Option, value: Any) -> str | None:
+    """getini with type "args" gives a list of tokens (shlex-split, or a TOML list)."""
+    if value is None:
+        return None
+    tokens = [str(v) for v in value] if isinstance(value, Sequence) and not isinstance(
+        value, str) else [str(value)]
+    if option.many:
+        return ",".join(tokens)
+    if len(tokens) > 1:
+        raise OptionError(f"ini {option.key}: one value expected, got {len(tokens)} "
+                          f"({' '.join(tokens)}); quote it if it contains spaces")
+    return tokens[0] if tokens else ""
+
+
+# -- baselines and the regression gate (pytest_mlbench.baseline, pytest_mlbench.gate) --------
+
+SAVE_MODES = ("new", "overwrite")
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    baselines: str  # folder holding <machine-id>/NNNN_<name>.json
+    save: str  # "" = do not save
+    save_mode: str
+    save_partial: bool  # an interrupted or failed session saves, marked partial
+    gate: str  # "" = no gate; a file path, <name> or <machine-id>/<name>
+    threshold: float  # fraction: 0.10 fails medians more than 10% slower
+    alpha: float
+
+
 def gate_option_table() -> tuple[Option, ...]:
     return (
         Option("baselines", "baselines",
-               "folder of saved runs, one subfolder per machine id", lambda v: v.strip()),
+               "folder of saved runs, one subfolder per machine id", parse_text),
         Option("save", "",
                "save this run with its raw rounds as <baselines>/<machine-id>/NNNN_<NAME>.json",
                parse_name),
         Option("save-mode", "new",
                "new (refuse to replace an existing baseline of that name) or overwrite",
                lambda v: parse_one(v, SAVE_MODES)),
+        Option("save-partial", "no",
+               "with --mlbench-save: also save an interrupted or failed session, as "
+               "NNNN_<NAME>.partial.json (never replacing a baseline); give it bare or yes/no",
+               parse_switch, switch=True),
         Option("gate", "",
                "fail the session on slowdowns against a baseline: a .json path, <name> or "
-               "<machine-id>/<name>", lambda v: v.strip()),
+               "<machine-id>/<name>", parse_text),
         Option("gate-threshold", "10%",
-               "smallest median slowdown that fails the gate (per benchmark: "
-               "@pytest.mark.mlbench_gate(threshold='25%'))", parse_percent),
+               "smallest slowdown that fails the gate (or --mlbench-ab), as a percentage with "
+               "%; per benchmark: @pytest.mark.mlbench_gate(threshold='25%')", parse_percent),
         Option("gate-alpha", "0.01",
-               "significance level of the one-sided Mann-Whitney U test", parse_alpha),
+               "significance level of the gate's one-sided test", parse_alpha),
     )
 
 
-def build_gate_settings(raw: Mapping[str, str]) -> GateSettings:
-    values: dict[str, Any] = {}
-    for option in gate_option_table():
-        try:
-            values[option.name.replace("-", "_")] = option.parse(
-                raw.get(option.name) or option.default)
-        except OptionError as exc:
-            raise OptionError(f"--mlbench-{option.name}: {exc}") from None
+def build_gate_settings(raw: Mapping[str, Any]) -> GateSettings:
+    values = {o.name.replace("-", "_"): resolve(o, raw.get(o.name)) for o in gate_option_table()}
     values["threshold"] = values.pop("gate_threshold")
     values["alpha"] = values.pop("gate_alpha")
     return GateSettings(**values)

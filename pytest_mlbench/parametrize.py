@@ -1,21 +1,38 @@
 """Collection: turns settings and workload specs into parametrized, readably-named cases.
 
 Nothing here imports a framework unless ``--mlbench-device=auto`` needs to ask it for devices;
-a framework that is not installed still appears, skipped with the extra to install."""
+a framework that is not installed still appears, skipped with the extra to install. A
+workload folder that breaks a rule appears as one failing case listing its problems.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from pytest_mlbench import frameworks
 from pytest_mlbench.case import CaseId
+from pytest_mlbench.catalogue import Catalogue, Problem
 from pytest_mlbench.options import Settings
 from pytest_mlbench.workload import Workload
 
 DEVICE_PREFERENCE = ("gpu", "tpu", "cpu")
+
+
+@dataclass(frozen=True)
+class Broken:
+    """A workload folder that cannot be collected; its case fails with every problem."""
+
+    name: str
+    problems: tuple[Problem, ...]
+
+    def message(self) -> str:
+        lines = "\n".join(f"  {p}" for p in self.problems)
+        return f"workload folder {self.name} breaks {len(self.problems)} rule(s) of " \
+               f"ADDING_WORKLOADS.md:\n{lines}"
 
 
 def resolve_device(requested: str, framework: str, registry: Mapping[str, Any]) -> str:
@@ -31,13 +48,28 @@ def enumerate_cases(workloads: tuple[Workload, ...], settings: Settings,
                     registry: Mapping[str, Any]) -> Iterator[CaseId]:
     for workload in workloads:
         for shape in workload.sizes[settings.size]:
-            for fw in settings.frameworks:
-                for variant in settings.variants:
-                    if variant not in workload.implementations.get(fw, ()):
+            for task in workload.all_tasks:
+                yield from _cases(workload, shape, task, settings, registry)
+
+
+def _cases(workload: Workload, shape: Any, task: Any, settings: Settings,
+           registry: Mapping[str, Any]) -> Iterator[CaseId]:
+    for fw in settings.frameworks:
+        for variant in settings.variants:
+            if variant not in workload.implementations.get(fw, ()):
+                continue
+            device = resolve_device(settings.device, fw, registry)
+            for precision in precisions_for(workload, settings):
+                for workers in settings.workers:
+                    if workers > 1 and not data_parallel(workload, task, fw, variant):
                         continue
-                    device = resolve_device(settings.device, fw, registry)
-                    for precision in precisions_for(workload, settings):
-                        yield CaseId(workload, shape, fw, variant, device, precision)
+                    yield CaseId(workload, shape, task, fw, variant, device, precision, workers)
+
+
+def data_parallel(workload: Workload, task: Any, framework: str, variant: str) -> bool:
+    """Data-parallel cases: the implementations a spec declares, for plain SGD steps."""
+    sgd = task.kind == "train" and task.optimizer is not None and task.optimizer.name == "sgd"
+    return sgd and workload.data_parallel.get(framework) == variant
 
 
 def precisions_for(workload: Workload, settings: Settings) -> tuple[str, ...]:
@@ -48,26 +80,38 @@ def precisions_for(workload: Workload, settings: Settings) -> tuple[str, ...]:
     return settings.precisions
 
 
-def case_params(cases: list[CaseId], registry: Mapping[str, Any]) -> list[Any]:
+def case_params(cases: list[CaseId], catalogue: Catalogue,
+                registry: Mapping[str, Any]) -> list[Any]:
     params = []
     for cid in cases:
         missing = frameworks.missing_reason(cid.framework, dict(registry))
         marks = [pytest.mark.skip(reason=missing)] if missing else []
         params.append(pytest.param(cid, id=cid.name, marks=marks))
-    return params
+    return params + broken_params(catalogue)
 
 
-def workload_params(workloads: tuple[Workload, ...], settings: Settings) -> list[Any]:
+def broken_params(catalogue: Catalogue) -> list[Any]:
+    by_folder: dict[str, list[Problem]] = {}
+    for problem in catalogue.problems:
+        folder = problem.path if problem.path == catalogue.root else problem.path.parent
+        by_folder.setdefault(folder.name, []).append(problem)
+    return [pytest.param(Broken(name, tuple(found)), id=f"{name}-invalid")
+            for name, found in by_folder.items()]
+
+
+def workload_params(catalogue: Catalogue, settings: Settings) -> list[Any]:
     return [pytest.param((w, shape), id=f"{w.name}-{shape.label}" if shape.label else w.name)
-            for w in workloads for shape in w.sizes[settings.size]]
+            for w in catalogue.workloads for shape in w.sizes[settings.size]] \
+        + broken_params(catalogue)
 
 
 def single_params(name: str, settings: Settings, registry: Mapping[str, Any]) -> list[Any]:
-    """For user tests that ask for ``framework``, ``device`` or ``precision`` on their own."""
-    if name == "framework":
+    """For user tests that ask for ``mlbench_framework``, ``mlbench_device`` or
+    ``mlbench_precision`` on their own."""
+    if name == "mlbench_framework":
         return [pytest.param(fw, id=fw, marks=_missing_marks(fw, registry))
                 for fw in settings.frameworks]
-    if name == "device":
+    if name == "mlbench_device":
         return [pytest.param(settings.device, id=settings.device)]
     return [pytest.param(p, id=p) for p in settings.precisions]
 
@@ -78,7 +122,7 @@ def _missing_marks(framework: str, registry: Mapping[str, Any]) -> list[Any]:
 
 
 def explicitly_parametrized(metafunc: pytest.Metafunc, name: str) -> bool:
-    """A test's own @pytest.mark.parametrize of ``framework``/``precision`` wins over ours."""
+    """A test's own @pytest.mark.parametrize of one of our fixture names wins over ours."""
     for mark in metafunc.definition.iter_markers("parametrize"):
         argnames = mark.args[0] if mark.args else mark.kwargs.get("argnames", "")
         if isinstance(argnames, str):

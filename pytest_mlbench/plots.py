@@ -1,8 +1,10 @@
-"""Charts of saved runs, written as PNG and SVG: a workload across frameworks and variants,
-step time against feature dimension for a sweep (linreg), and machine against machine.
+"""Charts of saved runs, written as PNG and SVG: a group across implementations, step time
+against a dimension for a sweep (linreg), and machine against machine. Every bar and point
+carries the 95% interval of its estimate as an error bar.
 
 Each chart function returns a matplotlib ``Figure`` built without pyplot (no global state, no
-display needed, the Agg canvas renders it), so tests can read its series before ``save``."""
+display needed, the Agg canvas renders it), so tests can read its series before ``save``.
+This module needs matplotlib (the ``report`` extra); cli.py skips charts when it is missing."""
 
 from __future__ import annotations
 
@@ -12,8 +14,8 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from pytest_mlbench import compare
-from pytest_mlbench.timing import Result
+from pytest_mlbench import compare, stats
+from pytest_mlbench.record import Record
 
 
 def save(fig: Figure, directory: Path | str, stem: str) -> list[Path]:
@@ -26,74 +28,85 @@ def save(fig: Figure, directory: Path | str, stem: str) -> list[Path]:
     return paths
 
 
-def bar_chart(results: Sequence[Result], group: str, reference: str | None = None) -> Figure:
+def errors(estimates: Sequence[stats.Estimate | None], scale: float) -> list[list[float]]:
+    """matplotlib's ``yerr``: distances below and above each value, 0 where there is none."""
+    low = [(e.value - e.low) * scale if e else 0.0 for e in estimates]
+    high = [(e.high - e.value) * scale if e else 0.0 for e in estimates]
+    return [low, high]
+
+
+def bar_chart(records: Sequence[Record], group: str, reference: str | None = None) -> Figure:
     """One comparison group, fastest first, each bar labelled with its normalised time."""
-    rows = sorted((r for r in results if r.group == group), key=lambda r: r.step_s)
+    rows = sorted(((r, r.measure.estimate()) for r in records
+                   if r.identity.group == group and r.measure is not None),
+                  key=lambda re: re[1].value)
     if not rows:
-        raise ValueError(f"no results in group {group!r}")
-    base = next((r.step_s for r in rows if r.impl == reference), rows[0].step_s)
+        raise ValueError(f"no measured records in group {group!r}")
+    base = next((e.value for r, e in rows if r.identity.impl == reference), rows[0][1].value)
     fig = Figure(figsize=(max(4.0, 1.1 * len(rows) + 1), 3.6))
     ax = fig.add_subplot()
-    bars = ax.bar([r.impl for r in rows], [r.step_s * 1e3 for r in rows], label=group,
-                  color="tab:blue")
-    ax.bar_label(bars, labels=[f"{r.step_s / base:.2f}x" for r in rows], fontsize=8)
+    ests = [e for _, e in rows]
+    bars = ax.bar([r.identity.impl for r, _ in rows], [e.value * 1e3 for e in ests],
+                  yerr=errors(ests, 1e3), capsize=3, label=group, color="tab:blue")
+    ax.bar_label(bars, labels=[f"{e.value / base:.2f}x" for e in ests], fontsize=8)
     ax.set_ylabel("step time (ms)")
-    ax.set_title(f"{group}: training step, lower is better")
+    ax.set_title(f"{group}: lower is better")
     ax.tick_params(axis="x", labelrotation=30)
     return fig
 
 
-def sweep_series(run: compare.Run, workload: str = "linreg", axis: str = "d",
-                 ) -> dict[str, list[tuple[int, float]]]:
-    """``{impl: [(dimension, step seconds), ...]}`` from ``extra_info["dims"][axis]``."""
-    series: dict[str, list[tuple[int, float]]] = defaultdict(list)
-    for bench in run["benchmarks"]:
-        info, result = bench.get("extra_info", {}), Result.from_benchmark(bench)
-        if result is None or info.get("workload") != workload or axis not in info.get("dims", {}):
+def sweep_series(records: Sequence[Record], workload: str = "linreg", axis: str = "d",
+                 ) -> dict[str, list[tuple[int, stats.Estimate]]]:
+    """``{impl precision: [(dimension, step estimate), ...]}`` from ``Identity.dims[axis]``."""
+    series: dict[str, list[tuple[int, stats.Estimate]]] = defaultdict(list)
+    for r in records:
+        ident = r.identity
+        if r.measure is None or ident.workload != workload or axis not in ident.dims:
             continue
-        impl = f"{result.impl} {info.get('precision', '')}".strip()
-        series[impl].append((int(info["dims"][axis]), result.step_s))
-    return {impl: sorted(points) for impl, points in sorted(series.items())}
+        series[f"{ident.impl} {ident.precision}"].append((ident.dims[axis], r.measure.estimate()))
+    return {impl: sorted(points, key=lambda p: p[0]) for impl, points in sorted(series.items())}
 
 
-def sweep_chart(run: compare.Run, workload: str = "linreg", axis: str = "d") -> Figure:
+def sweep_chart(records: Sequence[Record], workload: str = "linreg", axis: str = "d") -> Figure:
     """Step time against one dimension (log-log), one line per implementation."""
-    series = sweep_series(run, workload, axis)
+    series = sweep_series(records, workload, axis)
     if not series:
-        raise ValueError(f"no {workload} benchmarks with extra_info dims[{axis!r}]")
+        raise ValueError(f"no {workload} records with dims[{axis!r}]")
     fig = Figure(figsize=(8.0, 4.0), layout="constrained")
     ax = fig.add_subplot()
     for impl, points in series.items():
-        ax.plot([d for d, _ in points], [s * 1e3 for _, s in points], marker="o", label=impl)
+        ests = [e for _, e in points]
+        ax.errorbar([d for d, _ in points], [e.value * 1e3 for e in ests],
+                    yerr=errors(ests, 1e3), marker="o", capsize=3, label=impl)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel(f"feature dimension {axis}")
     ax.set_ylabel("step time (ms)")
     ax.set_title(f"{workload}: step time against {axis}")
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside, not over, the lines
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the lines
     return fig
 
 
-def machine_chart(runs: Sequence[tuple[str, compare.Run]], workload: str,
-                  normalised: bool = False) -> Figure:
-    """Grouped bars, one group per implementation, one bar per machine; ``normalised`` divides
-    by each machine's control matmul time."""
+def machine_chart(runs: compare.Named, workload: str, normalised: bool = False) -> Figure:
+    """Grouped bars, one group per row of compare.machine_rows, one bar per run;
+    ``normalised`` divides by each run's control matmul time."""
     rows = compare.machine_rows(runs, workload)
     if not rows:
         raise ValueError(f"no {workload} results in the runs given")
     controls = {name: compare.control(run) for name, run in runs}
-    keys = sorted(rows)
+    keys = list(rows)
     width = 0.8 / len(runs)
     fig = Figure(figsize=(max(5.0, 1.2 * len(keys) + 2), 4.0))
     ax = fig.add_subplot()
     for i, (name, _) in enumerate(runs):
         ctl = controls[name]
         scale = (1 / ctl.seconds if ctl else float("nan")) if normalised else 1e3
-        heights = [rows[k].get(name, float("nan")) * scale for k in keys]
-        ax.bar([j + i * width for j in range(len(keys))], heights, width, label=name)
+        ests = [rows[k][name].estimate() if name in rows[k] else None for k in keys]
+        heights = [e.value * scale if e else float("nan") for e in ests]
+        ax.bar([j + i * width for j in range(len(keys))], heights, width,
+               yerr=errors(ests, scale), capsize=2, label=name)
     ax.set_xticks([j + width * (len(runs) - 1) / 2 for j in range(len(keys))],
-                  [impl if len({g for g, _ in keys}) == 1 else f"{g}\n{impl}" for g, impl in keys],
-                  rotation=30, fontsize=8)
+                  [k.replace(" ", "\n", 3) for k in keys], rotation=30, fontsize=7)
     ax.set_ylabel("step time (control matmuls)" if normalised else "step time (ms)")
     ax.set_title(f"{workload}: machine against machine")
     ax.legend(fontsize=8)

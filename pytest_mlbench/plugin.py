@@ -1,28 +1,32 @@
 """pytest-mlbench's pytest wiring: options, ini values, markers, fixtures and hooks. The work
-happens in the modules named in each function."""
+happens in the modules named in each function.
+
+A pytest11 plugin is loaded into every session of its environment, so everything here acts on
+the plugin's own cases only: tests that ask for its ``mlbench_*`` fixtures. Any other project
+keeps its collected ids, outcomes, report header and pytest-benchmark JSON exactly as without
+the plugin.
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
 from pytest_mlbench import (
-    catalogue,
+    baseline_sessions,
     data,
     frameworks,
-    gate,
     hookspec,
     machine,
     parametrize,
     report,
 )
 from pytest_mlbench.case import CaseId
-from pytest_mlbench.harness import Env, run_case, skip_unavailable
 from pytest_mlbench.options import (
     FRAMEWORKS,
+    Option,
     OptionError,
     Settings,
     build_gate_settings,
@@ -30,12 +34,14 @@ from pytest_mlbench.options import (
     gate_option_table,
     option_table,
 )
+from pytest_mlbench.parametrize import Broken
 from pytest_mlbench.precision import POLICIES, Policy
-from pytest_mlbench.timing import Result
+from pytest_mlbench.reference import Reference
+from pytest_mlbench.session import CASE_FIXTURE, RunState, uses_own_fixtures
+from pytest_mlbench.timing import mark_used, record_rounds
 
-SETTINGS = pytest.StashKey[Settings]()
-REGISTRY = pytest.StashKey[dict[str, Any]]()
-RESULTS = pytest.StashKey[list[Result]]()
+STATE = pytest.StashKey[RunState]()
+MARKER = "mlbench: a pytest-mlbench case (select them with -m mlbench)"
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -45,11 +51,12 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("mlbench", "pytest-mlbench: fair benchmarks of autodiff frameworks")
     for option in (*option_table(FRAMEWORKS), *gate_option_table()):
-        group.addoption(f"--mlbench-{option.name}", dest=option.key, default=None,
+        extra: dict[str, Any] = {"nargs": "?", "const": "yes"} if option.switch else {}
+        group.addoption(option.flag, dest=option.key, default=None, **extra,
                         metavar=option.key.removeprefix("mlbench_").upper(),
                         help=f"{option.help}. Default: {option.default or '(off)'}; "
                              f"ini: {option.key}.".replace("%", "%%"))  # argparse formats help
-        parser.addini(option.key, option.help, default=option.default)
+        parser.addini(option.key, option.help, type="args", default=None)
     parser.addini("mlbench_suites", "folder holding the workload folders (default: suites)",
                   default="suites")
 
@@ -59,81 +66,111 @@ def pytest_configure(config: pytest.Config) -> None:
     for extra in config.hook.pytest_mlbench_adapters(config=config):
         registry.update(extra or {})
     try:
-        config.stash[SETTINGS] = build_settings(_raw(config, option_table()),
-                                                option_table(tuple(registry)))
+        settings = build_settings(_raw(config, option_table()), option_table(tuple(registry)))
         gate_settings = build_gate_settings(_raw(config, gate_option_table()))
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
-    config.stash[REGISTRY] = registry
-    config.stash[RESULTS] = []
-    config.addinivalue_line("markers", "mlbench: a pytest-mlbench benchmark case")
-    config.addinivalue_line("markers", gate.MARKER)
-    gate.register(config, gate_settings)  # --mlbench-save and --mlbench-gate sessions
+    config.stash[STATE] = RunState(config, settings, registry)
+    config.addinivalue_line("markers", MARKER)
+    config.addinivalue_line("markers", baseline_sessions.MARKER)
+    baseline_sessions.register(config, gate_settings)  # --mlbench-save, --mlbench-gate
 
 
-def _raw(config: pytest.Config, table: Any) -> dict[str, str]:
-    """Each option's string: the command line's when given, else the ini file's (or default)."""
-    return {o.name: config.getoption(o.key) or config.getini(o.key) for o in table}
+def _raw(config: pytest.Config, table: tuple[Option, ...]) -> dict[str, Any]:
+    """Each option's raw value: the command line's when given (even empty), else the ini
+    file's as an ("ini", value) pair, else None."""
+    out: dict[str, Any] = {}
+    for option in table:
+        value = config.getoption(option.key)
+        out[option.name] = value if value is not None else (
+            None if config.getini(option.key) is None else ("ini", config.getini(option.key)))
+    return out
 
 
-def pytest_report_header(config: pytest.Config) -> str:
-    s = config.stash[SETTINGS]
-    precision = "auto" if s.precision_auto else ",".join(s.precisions)
-    return (f"mlbench: frameworks={','.join(s.frameworks)} variants={','.join(s.variants)} "
-            f"device={s.device} precision={precision} size={s.size} seed={s.seed} "
-            f"workers={','.join(map(str, s.workers))}")
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state = config.stash.get(STATE, None)
+    if state is not None:
+        state.close()
 
 
-def _suites_root(config: pytest.Config) -> Path:
-    return config.rootpath / str(config.getini("mlbench_suites"))
-
-
-def _workloads(config: pytest.Config) -> Any:
-    try:
-        return catalogue.discover(_suites_root(config))
-    except catalogue.CatalogueError as exc:
-        pytest.fail(str(exc), pytrace=False)
-
+# -- collection ---------------------------------------------------------------------------------
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    config, names = metafunc.config, metafunc.fixturenames
-    settings, registry = config.stash[SETTINGS], config.stash[REGISTRY]
-    if "mlbench_case" in names:
-        cases = list(parametrize.enumerate_cases(_workloads(config), settings, registry))
-        config.hook.pytest_mlbench_modify_cases(config=config, cases=cases)
-        metafunc.parametrize("mlbench_case", parametrize.case_params(cases, registry),
-                             indirect=True)
+    names = metafunc.fixturenames
+    if not any(n.startswith("mlbench_") for n in names):
+        return  # not ours: leave the test exactly as it is
+    state = metafunc.config.stash[STATE]
+    if CASE_FIXTURE in names:
+        cases = state.cases()
+        params = parametrize.case_params(cases, state.catalogue, state.registry) or [
+            pytest.param(None, id="none", marks=pytest.mark.skip(
+                reason="no case matches the selected frameworks, variants, precisions and "
+                       "workers"))]
+        metafunc.parametrize(CASE_FIXTURE, params, indirect=True)
     elif "mlbench_workload" in names:
         metafunc.parametrize("mlbench_workload",
-                             parametrize.workload_params(_workloads(config), settings))
-    for name in ("framework", "device", "precision"):
-        if name in names and "mlbench_case" not in names \
+                             parametrize.workload_params(state.catalogue, state.settings),
+                             indirect=True)
+    for name in ("mlbench_framework", "mlbench_device", "mlbench_precision"):
+        if name in names and CASE_FIXTURE not in names \
                 and not parametrize.explicitly_parametrized(metafunc, name):
-            metafunc.parametrize(name, parametrize.single_params(name, settings, registry),
-                                 indirect=True)
+            metafunc.parametrize(name, parametrize.single_params(name, state.settings,
+                                                                 state.registry), indirect=True)
 
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
+                                  items: list[pytest.Item]) -> None:
+    own = [item for item in items if uses_own_fixtures(item)]
+    if not own:
+        return
+    if not config.pluginmanager.has_plugin("benchmark"):
+        raise pytest.UsageError("pytest-mlbench needs pytest-benchmark, which is disabled "
+                                "(-p no:benchmark?): its cases are timed and reported through it")
+    config.stash[STATE].own_items = True
+    for item in own:
+        item.add_marker("mlbench")
+
+
+def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:
+    state = config.stash.get(STATE, None)
+    if state is None or not state.own_items:
+        return []
+    s = state.settings
+    precision = "auto" if s.precision_auto else ",".join(s.precisions)
+    return [f"mlbench: frameworks={','.join(s.frameworks)} variants={','.join(s.variants)} "
+            f"device={s.device} precision={precision} size={s.size} seed={s.seed} "
+            f"workers={','.join(map(str, s.workers))} threads={s.threads} "
+            f"processes={s.processes} affinity={s.affinity}"]
+
+
+# -- fixtures (all named mlbench_*: the plugin owns these names) ---------------------------------
 
 @pytest.fixture(scope="session")
 def mlbench_settings(pytestconfig: pytest.Config) -> Settings:
     """The parsed --mlbench-* options."""
-    return pytestconfig.stash[SETTINGS]
+    return pytestconfig.stash[STATE].settings
 
 
 @pytest.fixture
-def framework(request: pytest.FixtureRequest) -> Any:
-    """The adapter of one selected framework; skips, naming the extra, when not installed."""
-    with skip_unavailable():
-        return frameworks.load(request.param, request.config.stash[REGISTRY])
+def mlbench_framework(request: pytest.FixtureRequest) -> Any:
+    """The adapter of one selected framework, in this process; skips naming the extra when
+    the framework is not installed."""
+    from pytest_mlbench.errors import Unavailable
+
+    try:
+        return frameworks.load(request.param, request.config.stash[STATE].registry)
+    except Unavailable as exc:
+        pytest.skip(str(exc))
 
 
 @pytest.fixture
-def device(request: pytest.FixtureRequest) -> str:
+def mlbench_device(request: pytest.FixtureRequest) -> str:
     """The selected device kind: cpu, gpu, tpu or auto."""
     return str(request.param)
 
 
 @pytest.fixture
-def precision(request: pytest.FixtureRequest) -> Policy:
+def mlbench_precision(request: pytest.FixtureRequest) -> Policy:
     """One selected precision policy."""
     return POLICIES[request.param]
 
@@ -144,32 +181,84 @@ def mlbench_rng(request: pytest.FixtureRequest, mlbench_settings: Settings) -> n
     return data.generator(mlbench_settings.seed, request.node.nodeid)
 
 
-class CaseRun:
-    """A collected case bound to the session, run by ``test_train_step``."""
+class SessionCase:
+    """A collected case bound to the session, run by the suites' ``test_case``."""
 
-    def __init__(self, cid: CaseId, env: Env) -> None:
-        self.id, self.env = cid, env
+    def __init__(self, cid: CaseId | Broken, state: RunState, session: pytest.Session) -> None:
+        self.id, self.state, self.session = cid, state, session
 
     def run(self, benchmark: Any) -> None:
-        run_case(self.id, benchmark, self.env)
+        if isinstance(self.id, Broken):
+            mark_used(benchmark)
+            pytest.fail(self.id.message(), pytrace=False)
+        outcome = self.state.outcome(self.id, self.session)
+        if outcome.status != "passed" or outcome.record is None:
+            mark_used(benchmark)
+            if outcome.status == "skipped":
+                pytest.skip(outcome.message)
+            pytest.fail(outcome.message, pytrace=False)
+        self.state.records.append(outcome.record)
+        record_rounds(benchmark, outcome.rounds, outcome.record)
 
 
 @pytest.fixture
-def mlbench_case(request: pytest.FixtureRequest) -> CaseRun:
-    """One (workload, shape, framework, variant, device, precision) case, ready to run."""
-    config = request.config
-    registry: dict[str, Any] = config.stash[REGISTRY]
-    env = Env(_suites_root(config), config.stash[SETTINGS].seed, registry, config.stash[RESULTS])
-    return CaseRun(request.param, env)
+def mlbench_case(request: pytest.FixtureRequest) -> SessionCase:
+    """One case (workload, shape, task, framework, variant, device, precision, workers)."""
+    return SessionCase(request.param, request.config.stash[STATE], request.session)
 
+
+class WorkloadReference:
+    """One workload at one shape, for ``test_reference``."""
+
+    def __init__(self, param: Any, state: RunState) -> None:
+        self.param, self.state = param, state
+
+    def verify(self) -> None:
+        """Every task's float64 reference agrees with finite differences of the model (and
+        the two autodiff oracles agree, when both are installed)."""
+        if isinstance(self.param, Broken):
+            pytest.fail(self.param.message(), pytrace=False)
+        workload, shape = self.param
+        seed = self.state.settings.seed
+        inputs, params = data.seeded_start(workload, shape, seed, POLICIES["fp64"])
+        ref = Reference(workload, shape, seed, str(self.state.catalogue.folder(workload.name)),
+                        self.state.oracle)
+        from pytest_mlbench.errors import Unavailable
+
+        try:
+            for task in workload.all_tasks:
+                probe = None if task.kind == "train" else data.probe(
+                    workload, shape, task, seed, 0, POLICIES["fp64"], params,
+                    _outputs_shape(workload, task, params, inputs))
+                ref.verify(task, inputs, params, probe)
+        except Unavailable as exc:
+            pytest.skip(str(exc))
+
+
+def _outputs_shape(workload: Any, task: Any, params: Any, inputs: Any) -> Any:
+    if task.transform != "vjp":
+        return None
+    return tuple(np.shape(workload.forward(np, data.widen(params), data.widen(inputs))))
+
+
+@pytest.fixture
+def mlbench_workload(request: pytest.FixtureRequest) -> WorkloadReference:
+    """One workload at one shape of the selected size."""
+    return WorkloadReference(request.param, request.config.stash[STATE])
+
+
+# -- results ------------------------------------------------------------------------------------
 
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
-    machine_info["mlbench"] = machine.machine_info()
+    state = config.stash.get(STATE, None)
+    if state is not None and state.own_items:  # other projects' JSON stays as it was
+        machine_info["mlbench"] = machine.machine_info()
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    results = config.stash.get(RESULTS, [])
-    if results:
+    state = config.stash.get(STATE, None)
+    records = [r for r in (state.records if state else []) if r.measure is not None]
+    if records:
         terminalreporter.section("mlbench: step time normalised to the fastest")
-        for line in report.normalised_table(results):
+        for line in report.normalised_table(records):
             terminalreporter.write_line(line)

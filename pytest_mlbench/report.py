@@ -1,27 +1,81 @@
-"""Tables of step times normalised to the fastest implementation, as the seed article printed."""
+"""The normalised table: per comparison group, each implementation's step time and its ratio to
+the fastest (or a reference), each with the interval the process-level spread gives.
+
+Two records with the same number of processes ran in the same session (processes interleave
+across cases), so their ratio is paired process by process and the host's slow moments cancel;
+otherwise the two sides are resampled independently (stats.ratio)."""
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-from pytest_mlbench.timing import Result
+from pytest_mlbench import stats, tables
+from pytest_mlbench.record import Measure, Record
+
+HEADER = ("implementation", "step (ms)", "95% interval", "normalised", "95% interval",
+          "GFLOP/s", "util", "compile (s)", "procs x rounds", "")
 
 
-def normalised_table(results: Iterable[Result], reference: str | None = None) -> list[str]:
-    """One block per comparison group, rows fastest first; ``reference`` (``jax-jit``) sets the
-    1.0 when present in the group, otherwise the fastest does."""
-    groups: dict[str, list[Result]] = defaultdict(list)
-    for result in results:
-        groups[result.group].append(result)
-    lines = []
-    for group in groups:  # first-seen order: collection order keeps d2 before d10
-        rows = sorted(groups[group], key=lambda r: r.step_s)
-        base = next((r.step_s for r in rows if r.impl == reference), rows[0].step_s)
-        lines.append(f"{group}")
-        lines.append(f"  {'implementation':<20} {'step (ms)':>11} {'normalised':>10} "
-                     f"{'GFLOP/s':>9} {'compile (s)':>12}")
-        for r in rows:
-            lines.append(f"  {r.impl:<20} {r.step_s * 1e3:>11.4f} {r.step_s / base:>10.2f} "
-                         f"{r.gflops:>9.2f} {r.compile_s:>12.3f}")
+def normalised_table(records: Iterable[Record], reference: str | None = None) -> list[str]:
+    """One block per ``Identity.group`` (first-seen order), rows fastest first; ``reference``
+    (an impl such as ``jax-jit``) sets the 1.0 where the group has it, else the fastest does.
+    Records without a measure (benchmarking disabled) are left out."""
+    groups: dict[str, list[Record]] = {}
+    for record in records:
+        if record.measure is not None:
+            groups.setdefault(record.identity.group, []).append(record)
+    lines: list[str] = []
+    for group, members in groups.items():
+        lines += [group, *block(members, reference)]
     return lines
+
+
+def block(members: Sequence[Record], reference: str | None) -> list[str]:
+    measured = [(r, _measure(r)) for r in members]
+    estimates = {id(m): m.estimate() for _, m in measured}
+    rows = sorted(measured, key=lambda rm: estimates[id(rm[1])].value)
+    ref = next((m for r, m in rows if r.identity.impl == reference), rows[0][1])
+    body = [_cells(r.identity.impl, m, estimates[id(m)], ref) for r, m in rows]
+    return tables.render(HEADER, body, note=True, indent="  ")
+
+
+def _measure(record: Record) -> Measure:
+    if record.measure is None:  # filtered out by normalised_table
+        raise ValueError(f"{record.name}: no measure")
+    return record.measure
+
+
+def relative(measure: Measure, reference: Measure) -> stats.Ratio:
+    """``measure / reference`` with its interval: paired when both ran in one session."""
+    mine, theirs = measure.per_step(), reference.per_step()
+    if len(mine) == len(theirs) > 1:
+        return stats.paired_ratio(theirs, mine)
+    return stats.ratio(theirs, mine)
+
+
+def _cells(impl: str, m: Measure, est: stats.Estimate, ref: Measure) -> list[str]:
+    ratio = None if m is ref else relative(m, ref)
+    return [impl, f"{est.value * 1e3:.4f}", tables.interval(est.low * 1e3, est.high * 1e3, ".4f"),
+            f"{ratio.value:.2f}" if ratio else "1.00",
+            tables.interval(ratio.low, ratio.high, ".2f") if ratio else "reference",
+            _number(m.gflops, ".2f"), _number(m.utilisation, ".0%"),
+            _number(m.compile_s, ".3f"), procs_by_rounds(m), flag(est)]
+
+
+def _number(value: float | None, fmt: str) -> str:
+    return "-" if value is None else f"{value:{fmt}}"
+
+
+def procs_by_rounds(m: Measure) -> str:
+    """``5 x 20``: processes by timed rounds per process (a range when they differ)."""
+    counts = [len(p) for p in m.passes if p]
+    each = str(counts[0]) if min(counts) == max(counts) else f"{min(counts)}-{max(counts)}"
+    return f"{len(counts)} x {each}"
+
+
+def flag(est: stats.Estimate) -> str:
+    """``unstable: modes 0.72 | 1.61 ms`` when the processes disagree (stats.UNSTABLE)."""
+    if not est.unstable:
+        return ""
+    modes = " | ".join(f"{m * 1e3:.4g}" for m in est.modes)
+    return f"unstable: spread {est.spread:.0%}, modes {modes} ms"

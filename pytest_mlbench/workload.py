@@ -1,5 +1,23 @@
-"""Workloads as data: a frozen spec declares shapes, dtype policy inputs, learning rate, init,
-the float64 reference and which frameworks implement it. No harness code per workload."""
+"""Workloads as data: a frozen spec declares shapes, tasks (what one timed step is), seeded
+data and weights, the float64 reference and which frameworks implement it. No harness code
+per workload; ADDING_WORKLOADS.md is the guide.
+
+A task is one of three kinds:
+
+- ``train(optimizer)``: one optimizer step on the loss (``optim.sgd``, ``momentum``, ``adam``,
+  ``adamw``, each through the framework's own optimizer);
+- ``infer()``: the forward pass, outputs checked element for element;
+- ``transform(name)``: an autodiff transform of the model: ``jvp`` (outputs along a parameter
+  tangent), ``vjp`` (parameter cotangent of an output cotangent), ``hvp`` (Hessian of the loss
+  times a parameter vector, a second-order case), ``jacfwd`` / ``jacrev`` (per-example Jacobian
+  of the outputs with respect to the inputs, forward or reverse mode).
+
+The reference is either hand-derived (``loss`` and ``grad`` in NumPy float64) or only a
+forward function written against the Python array API (``forward(xp, params, data)`` and
+``objective(xp, outputs, data)``), from which gradients, updates, transforms and Jacobians come
+from a float64 autodiff oracle (JAX with x64, else torch float64), verified by finite
+differences and cross-checked when both are installed.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +27,16 @@ from typing import Any
 
 import numpy as np
 
+from pytest_mlbench.optim import Optimizer
 from pytest_mlbench.precision import POLICIES
 
 Arrays = dict[str, np.ndarray]
+Dims = Mapping[str, int]
 # (what is checked, a loss of the params, its gradient at the check's point or None)
 ReferenceCheck = tuple[str, Callable[[Arrays], float], Arrays | None]
+KINDS = ("train", "infer", "transform")
+TRANSFORMS = ("jvp", "vjp", "hvp", "jacfwd", "jacrev")
+SIZE_NAMES = ("smoke", "default", "paper")
 
 
 @dataclass(frozen=True)
@@ -22,50 +45,136 @@ class Shape:
 
     dims: Mapping[str, int]
     label: str = ""
-    steps_per_call: int = 1  # training steps inside one timed call, one sync at its end
-    rounds: int | None = None  # fixed rounds instead of pytest-benchmark's calibration
+    steps_per_call: int = 1  # steps (or calls) inside one timed round, one sync at its end
+    rounds: int | None = None  # fixed timed rounds in all instead of a time budget
+
+
+@dataclass(frozen=True)
+class Task:
+    """What one timed step is. Build with ``train``, ``infer`` or ``transform``."""
+
+    kind: str
+    label: str
+    optimizer: Optimizer | None = None
+    transform: str | None = None
+    flops: Callable[[Dims], int] | None = None  # per step; None: the workload's flops_per_step
+
+    def describe(self) -> str:
+        if self.kind == "train":
+            assert self.optimizer is not None
+            return f"{self.optimizer.name} step ({self.optimizer.describe()})"
+        if self.kind == "infer":
+            return "forward pass"
+        return {"jvp": "jacobian-vector product", "vjp": "vector-jacobian product",
+                "hvp": "Hessian-vector product", "jacfwd": "Jacobian (forward mode)",
+                "jacrev": "Jacobian (reverse mode)"}[str(self.transform)]
+
+
+def train(optimizer: Optimizer, label: str | None = None,
+          flops: Callable[[Dims], int] | None = None) -> Task:
+    return Task("train", label or optimizer.name, optimizer=optimizer, flops=flops)
+
+
+def infer(label: str = "infer", flops: Callable[[Dims], int] | None = None) -> Task:
+    return Task("infer", label, flops=flops)
+
+
+def transform(name: str, label: str | None = None,
+              flops: Callable[[Dims], int] | None = None) -> Task:
+    if name not in TRANSFORMS:
+        raise ValueError(f"transform {name!r}: choose from {', '.join(TRANSFORMS)}")
+    return Task("transform", label or name, transform=name, flops=flops)
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Norm-wise: ``||actual - expected|| <= atol * scale + rtol * ||expected||`` per tensor,
+    ``scale`` being what the check says (the tensor's own norm, or the start gradient's)."""
+
+    rtol: float
+    atol: float
+
+
+@dataclass(frozen=True)
+class Tolerances:
+    grad: Tolerance  # loss, gradient, outputs, transforms: one evaluation against float64
+    trajectory: Tolerance  # parameters and losses after a few steps
 
 
 @dataclass(frozen=True)
 class Workload:
-    """A training-step workload: SGD on ``loss`` from seeded data and weights.
-
-    ``make_data`` and ``make_params`` draw float64 arrays from the Generator they are given
-    (the harness rounds them to the policy's dtype); ``loss`` and ``grad`` are the NumPy
-    reference, exact in float64; ``implementations`` maps each framework to its variants,
-    and each has a file ``impl_<framework>.py`` beside the spec with ``build(case)``.
-    """
+    """One workload folder's SPEC. See ADDING_WORKLOADS.md for every field."""
 
     name: str
     summary: str
     sizes: Mapping[str, tuple[Shape, ...]]
-    learning_rate: float
-    make_data: Callable[[np.random.Generator, Mapping[str, int]], Arrays]
-    make_params: Callable[[np.random.Generator, Mapping[str, int]], Arrays]
-    loss: Callable[[Mapping[str, np.ndarray], Mapping[str, np.ndarray]], float]
-    grad: Callable[[Mapping[str, np.ndarray], Mapping[str, np.ndarray]], Arrays]
-    flops_per_step: Callable[[Mapping[str, int]], int]
+    make_data: Callable[[np.random.Generator, Dims], Arrays]
+    make_params: Callable[[np.random.Generator, Dims], Arrays]
     implementations: Mapping[str, tuple[str, ...]]
-    # (framework | variant | precision | device, ...) -> reason; a case matching all parts skips
+    learning_rate: float | None = None  # shorthand for tasks=(train(sgd(learning_rate)),)
+    tasks: tuple[Task, ...] = ()
+    # the reference: hand-derived NumPy float64 ...
+    loss: Callable[[Arrays, Arrays], float] | None = None
+    grad: Callable[[Arrays, Arrays], Arrays] | None = None
+    # ... and/or the model in the array API (xp is numpy, jax.numpy or torch)
+    forward: Callable[[Any, Arrays, Arrays], Any] | None = None
+    objective: Callable[[Any, Any, Arrays], Any] | None = None
+    input_keys: tuple[str, ...] = ("x",)  # data keys the model reads; the rest are targets
+    flops_per_step: Callable[[Dims], int] | None = None
+    # (framework | variant | precision | device | task, ...) -> reason; matching cases skip
     unsupported: Mapping[tuple[str, ...], str] = field(default_factory=dict)
     check_steps: int = 3  # steps of the trajectory check before timing
-    # When ``grad`` is not the gradient of ``loss`` (DP-SGD clips each example's gradient), what
-    # the finite-difference check of the reference verifies instead: given float64 params and
-    # data, (what, loss of the params, its gradient at them) triples; a None gradient stands
-    # for ``grad(params, data)`` itself. None: verify ``grad`` as the gradient of ``loss``.
     reference_checks: Callable[[Arrays, Arrays], Sequence[ReferenceCheck]] | None = None
-    # Precision policies run when the user names none (--mlbench-precision/ini unset); None
-    # means the session fallback (fp32). A linear-regression sweep, say, defaults to fp64.
     default_precisions: tuple[str, ...] | None = None
-    # Seeds the Generator instead of ``name``: a workload that re-implements another (the
-    # layer-API MLP) names it here and gets byte-identical data and weights.
-    data_key: str | None = None
+    data_key: str | None = None  # seed the data from another workload's name: same bytes
+    tolerances: Mapping[str, Tolerances] = field(default_factory=dict)  # per precision
+    data_parallel: Mapping[str, str] = field(default_factory=dict)  # framework -> variant
 
-    def __post_init__(self) -> None:
-        wanted = self.default_precisions
-        if wanted is not None and (not wanted or not set(wanted) <= set(POLICIES)):
-            raise ValueError(f"workload {self.name!r}: default_precisions={wanted!r} must be a "
-                             f"non-empty tuple of policy names ({', '.join(POLICIES)})")
+    # -- derived ----------------------------------------------------------------------------
+
+    @property
+    def all_tasks(self) -> tuple[Task, ...]:
+        if self.tasks:
+            return self.tasks
+        if self.learning_rate is None:
+            return ()
+        from pytest_mlbench.optim import sgd
+
+        return (train(sgd(self.learning_rate)),)
+
+    def task(self, label: str) -> Task:
+        for t in self.all_tasks:
+            if t.label == label:
+                return t
+        raise KeyError(f"workload {self.name!r} has no task {label!r}")
+
+    @property
+    def tasks_in_ids(self) -> bool:
+        return len(self.all_tasks) > 1
+
+    def shape(self, size: str, label: str) -> Shape:
+        for s in self.sizes[size]:
+            if s.label == label:
+                return s
+        raise KeyError(f"workload {self.name!r} has no {size} shape {label!r}")
+
+    def flops(self, task: Task, dims: Dims) -> int | None:
+        fn = task.flops or (self.flops_per_step if task.kind == "train" else None)
+        return int(fn(dims)) if fn else None
+
+    @property
+    def hand_gradient(self) -> bool:
+        return self.grad is not None
+
+    def reference_loss(self, params: Arrays, data: Arrays) -> float:
+        """The float64 loss: the hand-written one, or objective(forward) in NumPy."""
+        if self.loss is not None:
+            return float(self.loss(params, data))
+        assert self.forward is not None and self.objective is not None
+        return float(self.objective(np, self.forward(np, params, data), data))
+
+    def inputs(self, data: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: data[k] for k in self.input_keys if k in data}
 
     def unsupported_reason(self, *parts: str) -> str | None:
         for key, reason in self.unsupported.items():
@@ -73,16 +182,45 @@ class Workload:
                 return reason
         return None
 
-    def reference_trajectory(self, params: Arrays, data: Arrays, steps: int,
-                             dtype: Any) -> tuple[list[float], Arrays]:
-        """Losses before each of ``steps`` SGD steps and the final params, computed in float64
-        and rounded to ``dtype`` after each step, as storage at that dtype would round them."""
-        wide = {k: v.astype(np.float64) for k, v in data.items()}
-        current = {k: v.astype(np.float64) for k, v in params.items()}
-        losses = []
-        for _ in range(steps):
-            losses.append(float(self.loss(current, wide)))
-            g = self.grad(current, wide)
-            current = {k: (p - self.learning_rate * g[k]).astype(dtype).astype(np.float64)
-                       for k, p in current.items()}
-        return losses, current
+    def problems(self) -> list[str]:
+        """Every rule of ADDING_WORKLOADS.md this spec breaks, one line each (empty: fine)."""
+        out = []
+        missing = [s for s in SIZE_NAMES if s not in self.sizes]
+        if missing:
+            out.append(f"sizes lacks {', '.join(missing)}: every size profile "
+                       f"({', '.join(SIZE_NAMES)}) needs a tuple of Shape")
+        for size, shapes in self.sizes.items():
+            if not shapes or not all(isinstance(s, Shape) for s in shapes):
+                out.append(f"sizes[{size!r}] must be a non-empty tuple of Shape")
+            elif len({s.label for s in shapes}) != len(shapes):
+                out.append(f"sizes[{size!r}] has shapes with the same label")
+        out += self._task_problems()
+        out += self._reference_problems()
+        wanted = self.default_precisions
+        if wanted is not None and (not wanted or not set(wanted) <= set(POLICIES)):
+            out.append(f"default_precisions={wanted!r} must be a non-empty tuple of policy "
+                       f"names ({', '.join(POLICIES)})")
+        return out
+
+    def _task_problems(self) -> list[str]:
+        if not self.all_tasks:
+            return ["no task: give learning_rate (plain SGD) or tasks=(train(...), ...)"]
+        labels = [t.label for t in self.all_tasks]
+        out = [f"task labels repeat: {labels}"] if len(set(labels)) != len(labels) else []
+        if any(t.kind == "train" for t in self.all_tasks) and self.flops_per_step is None \
+                and any(t.flops is None for t in self.all_tasks if t.kind == "train"):
+            out.append("training tasks need flops_per_step (or a flops= on the task)")
+        return out
+
+    def _reference_problems(self) -> list[str]:
+        needs_forward = [t.label for t in self.all_tasks if t.kind != "train"]
+        out = []
+        if needs_forward and self.forward is None:
+            out.append(f"tasks {needs_forward} need forward(xp, params, data): the outputs "
+                       "they are checked against")
+        if self.loss is None and (self.forward is None or self.objective is None):
+            out.append("no reference: give loss and grad (hand-derived NumPy) or forward and "
+                       "objective (array API; gradients then come from an autodiff oracle)")
+        if self.grad is not None and self.loss is None:
+            out.append("grad without loss: the hand gradient needs its loss")
+        return out

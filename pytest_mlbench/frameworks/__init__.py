@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
+import sys
+from pathlib import Path
 from typing import Any
 
 from pytest_mlbench.errors import Unavailable
 from pytest_mlbench.frameworks.base import Adapter, Compiled
 
-__all__ = ["Adapter", "Compiled", "BUILTIN", "missing_reason", "load"]
+__all__ = ["Adapter", "Compiled", "BUILTIN", "missing_reason", "load", "entry"]
 
-# name -> "module:Class"; hooks may add more through pytest_mlbench_adapters.
+# name -> "module:Class" (or "/path/to/file.py:Class"); hooks may add more through
+# pytest_mlbench_adapters, as classes or such strings.
 BUILTIN: dict[str, str] = {
     "numpy": "pytest_mlbench.frameworks.numpy_:NumpyAdapter",
     "numba": "pytest_mlbench.frameworks.numba_:NumbaAdapter",
@@ -24,12 +28,32 @@ BUILTIN: dict[str, str] = {
 _loaded: dict[str, Any] = {}
 
 
+def entry(target: Any) -> str:
+    """A registry value as a string a worker process can load: ``module:Class``, or
+    ``/path/file.py:Class`` for a class defined in a conftest.py (not importable by name)."""
+    if isinstance(target, str):
+        return target
+    module = sys.modules.get(target.__module__)
+    if module is not None and importlib.util.find_spec(target.__module__) is not None \
+            and not target.__module__.startswith("conftest"):
+        return f"{target.__module__}:{target.__qualname__}"
+    return f"{inspect.getfile(target)}:{target.__qualname__}"
+
+
 def adapter_class(name: str, registry: dict[str, Any]) -> Any:
     target = registry[name]
     if not isinstance(target, str):
         return target
-    module, _, cls = target.partition(":")
-    return getattr(importlib.import_module(module), cls)
+    module_name, _, cls = target.rpartition(":")
+    if module_name.endswith(".py"):
+        path = Path(module_name)
+        spec = importlib.util.spec_from_file_location(f"mlbench_adapter_{path.stem}", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(module_name)
+    return getattr(module, cls)
 
 
 def missing_reason(name: str, registry: dict[str, Any]) -> str | None:
@@ -43,7 +67,7 @@ def missing_reason(name: str, registry: dict[str, Any]) -> str | None:
 
 
 def load(name: str, registry: dict[str, Any]) -> Any:
-    """The adapter instance for ``name`` (one per session); Unavailable when not installed."""
+    """The adapter instance for ``name`` (one per process); Unavailable when not installed."""
     if name not in _loaded:
         reason = missing_reason(name, registry)
         if reason:

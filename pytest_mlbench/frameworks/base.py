@@ -1,9 +1,18 @@
-"""The one small interface every framework adapter implements, plus shared helpers."""
+"""The one small interface every framework adapter implements, plus shared helpers.
+
+Adapters run inside worker processes (engine/worker.py), one framework per process. Besides
+moving arrays and compiling, each adapter answers the questions the checks ask while a case is
+timed: how many threads it uses, whether anything compiled (eager means eager; nothing
+recompiles while timed), whether the precision policy still holds, and how many trainable
+elements the framework sees behind an implementation.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
+import types
 import tracemalloc
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -21,10 +30,9 @@ class Compiled:
     """A step function after a variant's transform, with a count of its traces/compilations.
 
     ``traces()`` must rise on the first call of a compiled variant (proof the transform was
-    applied) and stay flat during timing (the retrace guard). ``guard`` wraps the timed
-    region, for frameworks that can turn a recompile into an error there. ``first_call_s``
-    is the wall time of the first call: tracing, compilation and one dispatch, whichever
-    method of the trainer made it.
+    applied). ``guard`` wraps the timed region, for frameworks that can turn a recompile into
+    an error there. ``first_call_s`` is the wall time of the first call: tracing, compilation
+    and one dispatch, whichever method of the trainer made it.
     """
 
     fn: Callable[..., Any]
@@ -50,6 +58,8 @@ class Adapter(Protocol):
     modules: tuple[str, ...]  # import names that must be present (checked without importing)
     extra: str  # the pytest-mlbench extra that installs it
     variants: tuple[str, ...]  # the compile variants this framework has
+    pool_style: str  # "caller" (OpenMP/BLAS) or "dispatch" (Eigen): how to pin its threads
+    pool_names: tuple[str, ...]  # thread-name prefixes of a dispatch pool
 
     def devices(self) -> dict[str, str]:
         """Device kinds present, mapped to a description (``{"cpu": "...", "gpu": "A100"}``)."""
@@ -57,17 +67,38 @@ class Adapter(Protocol):
     def setup(self, device: str, policy: Policy, seed: int) -> None:
         """Select the device, apply the precision policy and verify it took effect, seed."""
 
+    def verify_policy(self, policy: Policy) -> None:
+        """Raise PolicyNotApplied when the framework's precision settings no longer match
+        ``policy`` (an implementation switched TF32 or x64 after setup)."""
+
+    def set_threads(self, threads: int) -> None:
+        """Set the framework's own thread controls (intra-op ``threads``, inter-op 1)."""
+
+    def threads(self) -> dict[str, Any]:
+        """Thread counts as the framework reports them; integers must equal the setting."""
+
+    def compile_events(self) -> int:
+        """User-level compilations in this process so far (dynamo graphs, tf.function traces,
+        jitted functions of user code): rises only when something compiles."""
+
+    def census(self, root: Any) -> tuple[int, str] | None:
+        """Trainable elements the framework enumerates behind ``root`` (an implementation's
+        trainer), and what holds them; None when it holds nothing the framework enumerates."""
+
     def asarray(self, array: np.ndarray) -> Any:
         """A NumPy array (already at the policy dtype) as a framework array on the device."""
 
     def to_numpy(self, value: Any) -> np.ndarray:
-        """Back to NumPy, keeping the dtype (bfloat16 as ml_dtypes.bfloat16)."""
+        """Back to NumPy as a copy, keeping the dtype (bfloat16 as ml_dtypes.bfloat16)."""
 
     def sync(self, value: Any) -> None:
         """Block until the work that produced ``value`` has finished."""
 
     def compile(self, fn: Callable[..., Any], variant: str) -> Compiled:
         """Apply a variant's transform to ``fn``; ``eager`` returns it unchanged."""
+
+    def matmul_gflops(self, dtype: str, n: int, repeats: int) -> float | None:
+        """Best GFLOP/s of an n x n matmul at ``dtype`` over ``repeats``; None if unsupported."""
 
     def versions(self) -> dict[str, str]:
         """Versions of the framework's packages."""
@@ -76,9 +107,6 @@ class Adapter(Protocol):
         """Peak bytes allocated while ``run()`` executes one synchronised step, and the scope
         of that figure (``"step"``, or ``"process"`` when the framework cannot reset its peak);
         None when the framework cannot tell on this device."""
-
-    def threads(self) -> dict[str, Any]:
-        """Thread settings the framework will use."""
 
 
 class TraceCounter:
@@ -139,5 +167,81 @@ def no_guard() -> Iterator[None]:
     yield
 
 
-def np_copy(tree: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    return {k: np.array(v, copy=True) for k, v in tree.items()}
+def reachable(root: Any, wanted: Callable[[Any], bool], *, depth: int = 8,
+              skip: Callable[[Any], bool] = lambda obj: False) -> list[Any]:
+    """Objects for which ``wanted`` holds, reachable from ``root`` through instance
+    attributes, containers, closures and bound methods (breadth first, each object once).
+    Modules, classes and function globals are not followed: what an implementation holds is
+    in its own objects. ``skip`` prunes what need not be searched; matches are not searched
+    further."""
+    found, seen = [], {id(root)}
+    frontier = [root]
+    for _ in range(depth):
+        nxt = []
+        for obj in frontier:
+            for ref in _referents(obj):
+                if id(ref) in seen or isinstance(ref, _LEAVES):
+                    continue
+                seen.add(id(ref))
+                if _safely(wanted, ref):
+                    found.append(ref)
+                elif not _safely(skip, ref):
+                    nxt.append(ref)
+        frontier = nxt
+    return found
+
+
+_LEAVES = (str, bytes, int, float, complex, bool, type, types.ModuleType, np.ndarray,
+           np.generic)
+
+
+def _safely(predicate: Callable[[Any], bool], obj: Any) -> bool:
+    try:
+        return bool(predicate(obj))
+    except Exception:  # a lazy proxy or an odd object: neither wanted nor searched
+        return False
+
+
+def _referents(obj: Any) -> list[Any]:
+    if isinstance(obj, Mapping):
+        try:
+            return list(obj.values())
+        except Exception:
+            return []
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return list(obj)
+    out: list[Any] = []
+    if isinstance(obj, types.MethodType):
+        out += [obj.__self__, obj.__func__]
+    elif isinstance(obj, types.FunctionType):
+        out += [c.cell_contents for c in obj.__closure__ or () if _filled(c)]
+        out += list(obj.__defaults__ or ())
+    elif isinstance(obj, functools.partial):
+        out += [obj.func, *obj.args, *obj.keywords.values()]
+    try:
+        attributes = object.__getattribute__(obj, "__dict__")
+    except (AttributeError, TypeError):
+        attributes = None
+    if isinstance(attributes, dict):
+        out += list(attributes.values())
+    return out
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 (an empty cell raises)
+        return True
+    except ValueError:
+        return False
+
+
+def best_gflops(run: Callable[[], Any], sync: Callable[[Any], None], flops: float,
+                repeats: int) -> float:
+    """The fastest of ``repeats`` synchronised calls, as GFLOP/s (one untimed warm-up)."""
+    sync(run())
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        sync(run())
+        best = min(best, time.perf_counter() - start)
+    return flops / best / 1e9

@@ -2,17 +2,53 @@
 
 from __future__ import annotations
 
-import os
+import logging
+import re
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from pytest_mlbench.engine import threads as threading_
 from pytest_mlbench.errors import PolicyNotApplied, Unavailable, Unsupported
-from pytest_mlbench.frameworks.base import Compiled, TraceCounter, package_versions
-from pytest_mlbench.precision import Policy
+from pytest_mlbench.frameworks.base import (
+    Compiled,
+    TraceCounter,
+    best_gflops,
+    package_versions,
+    reachable,
+)
+from pytest_mlbench.precision import Policy, numpy_dtype
 
 PLATFORMS = {"cpu": "cpu", "gpu": "gpu", "tpu": "tpu"}
+# JAX explains each cache miss of a function traced from user code on this logger, and
+# announces every backend compilation (``jit(<name>)``) as this monitoring event
+TRACE_LOGGER = "jax._src.interpreters.partial_eval"
+COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+
+
+class _UserCompiles(logging.Handler):
+    """Counts compilations of functions from user code. JAX explains every tracing-cache miss
+    of a function defined outside JAX (its own jnp functions, which eager dispatch compiles,
+    are left out); such a function that is then compiled for a backend is a jit of the
+    implementation's. Tracing alone (jax.eval_shape, a Flax init checked for shapes) is not
+    a compilation."""
+
+    NAMES = (re.compile(r"never seen function:\s+(\S+) id="), re.compile(r"\n  for (\S+) defined"))
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.user: set[str] = set()
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if "TRACING CACHE MISS" in text:
+            self.user.update(m.group(1) for p in self.NAMES for m in [p.search(text)] if m)
+
+    def compiled(self, event: str, duration: float, **kwargs: Any) -> None:
+        if event == COMPILE_EVENT and kwargs.get("fun_name", "")[4:-1] in self.user:
+            self.count += 1
 
 
 class JaxAdapter:
@@ -20,9 +56,20 @@ class JaxAdapter:
     modules: tuple[str, ...] = ("jax", "jaxlib")
     extra = "jax"
     variants: tuple[str, ...] = ("eager", "jit")
+    pool_style = "dispatch"  # XLA's Eigen pool computes; the calling thread waits
+    pool_names: tuple[str, ...] = ("tf_XLAEigen",)
 
     def __init__(self) -> None:
+        import jax
+
         self._device: Any = None
+        self._limit: Any = None
+        self._compiles = _UserCompiles()
+        logger = logging.getLogger(TRACE_LOGGER)
+        logger.addHandler(self._compiles)
+        logger.propagate = False  # read, not printed
+        jax.config.update("jax_explain_cache_misses", True)
+        jax.monitoring.register_event_duration_secs_listener(self._compiles.compiled)
 
     def devices(self) -> dict[str, str]:
         import jax
@@ -39,7 +86,6 @@ class JaxAdapter:
 
     def setup(self, device: str, policy: Policy, seed: int) -> None:
         import jax
-        import jax.numpy as jnp
 
         if device not in self.devices():
             raise Unavailable(f"no {device} visible to jax (jax.devices() has none)")
@@ -49,14 +95,49 @@ class JaxAdapter:
         # JAX silently turns float64 into float32 unless x64 is on: switch it for fp64 only,
         # so float32 runs see JAX's ordinary defaults, then check the policy held.
         jax.config.update("jax_enable_x64", policy.dtype == "float64")
-        matmul = "tensorfloat32" if policy.allow_tf32 else "highest"
-        jax.config.update("jax_default_matmul_precision", matmul)
-        probe = jnp.asarray(np.zeros(2, dtype=_np_dtype(policy)))
-        if str(probe.dtype) != policy.dtype:
-            raise PolicyNotApplied(f"jax made {probe.dtype} from {policy.dtype} input")
-        if getattr(jax.config, "jax_default_matmul_precision") != matmul:  # noqa: B009 (untyped flag)
-            raise PolicyNotApplied(f"jax matmul precision is not {matmul}")
+        jax.config.update("jax_default_matmul_precision", _matmul(policy))
+        self.verify_policy(policy)
         # JAX has no global RNG state; workloads take explicit keys derived from the seed.
+
+    def verify_policy(self, policy: Policy) -> None:
+        import jax
+        import jax.numpy as jnp
+
+        probe = jnp.asarray(np.zeros(2, dtype=numpy_dtype(policy)))
+        if str(probe.dtype) != policy.dtype:
+            raise PolicyNotApplied(f"jax made {probe.dtype} from {policy.dtype} input "
+                                   f"(jax_enable_x64 is {jax.config.jax_enable_x64})")
+        found = getattr(jax.config, "jax_default_matmul_precision")  # noqa: B009 (untyped flag)
+        if found != _matmul(policy):
+            raise PolicyNotApplied(f"jax matmul precision is {found}, the {policy.name} policy "
+                                   f"needs {_matmul(policy)}")
+
+    def set_threads(self, threads: int) -> None:
+        # XLA sizes its CPU pool from the worker's affinity mask (set before jax started);
+        # NumPy's BLAS, used around the step, gets the same count
+        self._limit = threading_.limit_blas(threads)
+
+    def threads(self) -> dict[str, Any]:
+        import jax.numpy as jnp
+
+        jnp.zeros(1).block_until_ready()  # the CPU client (and its pool) exists from here
+        return {"xla_cpu_pool": threading_.count_named(self.pool_names),
+                **threading_.blas_threads()}
+
+    def compile_events(self) -> int:
+        return self._compiles.count
+
+    def census(self, root: Any) -> tuple[int, str] | None:
+        """Flax variables (``{"params": ...}`` collections) behind the trainer."""
+        import jax
+
+        found = reachable(root, lambda o: isinstance(o, dict) and "params" in o
+                          and all(hasattr(leaf, "dtype") for leaf in jax.tree.leaves(o["params"])),
+                          skip=lambda o: isinstance(o, jax.Array))
+        if not found:
+            return None
+        total = sum(int(leaf.size) for v in found for leaf in jax.tree.leaves(v["params"]))
+        return total, f"{len(found)} Flax variable collection(s)"
 
     def asarray(self, array: np.ndarray) -> Any:
         import jax
@@ -64,7 +145,7 @@ class JaxAdapter:
         return jax.device_put(array, self._device)
 
     def to_numpy(self, value: Any) -> np.ndarray:
-        return np.asarray(value)
+        return np.array(value, copy=True)
 
     def sync(self, value: Any) -> None:
         import jax
@@ -82,6 +163,21 @@ class JaxAdapter:
         return Compiled(jax.jit(counter), variant, traces=lambda: counter.count,
                         name=getattr(fn, "__name__", ""))
 
+    def data_parallel(self, case: Any, loss: Callable[..., Any], dp: dict[str, Any]) -> Any:
+        from pytest_mlbench.engine.dp import jax_mesh
+
+        return jax_mesh(case, loss, dp["workers"])
+
+    def matmul_gflops(self, dtype: str, n: int, repeats: int) -> float | None:
+        import jax
+        import jax.numpy as jnp
+
+        with jax.enable_x64(dtype == "float64"):
+            rng = np.random.default_rng(0)
+            a, b = (jnp.asarray(rng.standard_normal((n, n)), dtype=dtype) for _ in range(2))
+            mm = jax.jit(jnp.matmul)
+            return best_gflops(lambda: mm(a, b), jax.block_until_ready, 2.0 * n**3, repeats)
+
     def peak_memory(self, run: Callable[[], None]) -> tuple[int, str] | None:
         run()
         stats = self._device.memory_stats() if self._device is not None else None
@@ -90,13 +186,8 @@ class JaxAdapter:
         return int(stats["peak_bytes_in_use"]), "process"  # JAX cannot reset its peak
 
     def versions(self) -> dict[str, str]:
-        return package_versions("jax", "jaxlib", "chex", "ml_dtypes")
-
-    def threads(self) -> dict[str, Any]:
-        return {"XLA_FLAGS": os.environ.get("XLA_FLAGS", "unset")}
+        return package_versions("jax", "jaxlib", "chex", "ml_dtypes", "optax", "flax")
 
 
-def _np_dtype(policy: Policy) -> Any:
-    from pytest_mlbench.precision import numpy_dtype
-
-    return numpy_dtype(policy)
+def _matmul(policy: Policy) -> str:
+    return "tensorfloat32" if policy.allow_tf32 else "highest"

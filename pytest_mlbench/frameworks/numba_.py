@@ -16,6 +16,34 @@ class NumbaAdapter(NumpyAdapter):
     extra = "numba"
     variants = ("jit",)
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._compiles = 0
+        from numba.core import event
+
+        class Listener(event.Listener):  # numba announces every compilation as an event
+            def on_start(listener, ev: Any) -> None:  # noqa: N805
+                pass
+
+            def on_end(listener, ev: Any) -> None:  # noqa: N805
+                self._compiles += 1
+
+        event.install_listener("numba:compile", Listener())
+
+    def set_threads(self, threads: int) -> None:
+        import numba
+
+        super().set_threads(threads)  # numba's np.dot calls BLAS through scipy
+        numba.set_num_threads(threads)
+
+    def threads(self) -> dict[str, Any]:
+        import numba
+
+        return {**super().threads(), "numba.get_num_threads": numba.get_num_threads()}
+
+    def compile_events(self) -> int:
+        return self._compiles
+
     def compile(self, fn: Callable[..., Any], variant: str) -> Compiled:
         if variant != "jit":
             raise Unsupported(f"numba has no {variant} variant (plain NumPy is the eager one)")
@@ -31,9 +59,3 @@ class NumbaAdapter(NumpyAdapter):
 
     def peak_memory(self, run: Callable[[], None]) -> tuple[int, str] | None:
         return None  # nopython code allocates through numba's NRT, which tracemalloc cannot see
-
-    def threads(self) -> dict[str, Any]:
-        import numba
-
-        return {**super().threads(), "numba.get_num_threads": numba.get_num_threads(),
-                "threading_layer": getattr(numba.config, "THREADING_LAYER", "unknown")}

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from pytest_mlbench.engine import threads as threading_
 from pytest_mlbench.frameworks.base import (
     Compiled,
+    best_gflops,
     eager_only,
     package_versions,
     require_cpu_policy,
@@ -17,14 +18,17 @@ from pytest_mlbench.frameworks.base import (
 )
 from pytest_mlbench.precision import Policy
 
-THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-
 
 class NumpyAdapter:
     name = "numpy"
     modules: tuple[str, ...] = ("numpy",)
     extra = ""
     variants: tuple[str, ...] = ("eager",)
+    pool_style = "caller"  # OpenBLAS: the calling thread computes a share
+    pool_names: tuple[str, ...] = ()
+
+    def __init__(self) -> None:
+        self._limit: Any = None
 
     def devices(self) -> dict[str, str]:
         return {"cpu": "host CPU"}
@@ -33,11 +37,26 @@ class NumpyAdapter:
         # Inputs come from the harness's seeded Generator; there is no global state to seed.
         require_cpu_policy(self.name, device, policy)
 
+    def verify_policy(self, policy: Policy) -> None:
+        """NumPy has no global precision setting: the dtype checks of the arrays suffice."""
+
+    def set_threads(self, threads: int) -> None:
+        self._limit = threading_.limit_blas(threads)  # held for the worker's lifetime
+
+    def threads(self) -> dict[str, Any]:
+        return threading_.blas_threads()
+
+    def compile_events(self) -> int:
+        return 0  # NumPy never compiles
+
+    def census(self, root: Any) -> tuple[int, str] | None:
+        return None  # plain arrays: nothing the framework calls trainable
+
     def asarray(self, array: np.ndarray) -> Any:
         return np.array(array, copy=True)
 
     def to_numpy(self, value: Any) -> np.ndarray:
-        return np.asarray(value)
+        return np.array(value, copy=True)
 
     def sync(self, value: Any) -> None:
         """NumPy is synchronous."""
@@ -45,11 +64,15 @@ class NumpyAdapter:
     def compile(self, fn: Callable[..., Any], variant: str) -> Compiled:
         return eager_only(self.name, fn, variant)
 
+    def matmul_gflops(self, dtype: str, n: int, repeats: int) -> float | None:
+        if dtype not in ("float32", "float64"):
+            return None
+        rng = np.random.default_rng(0)
+        a, b = (rng.standard_normal((n, n)).astype(dtype) for _ in range(2))
+        return best_gflops(lambda: a @ b, lambda _: None, 2.0 * n**3, repeats)
+
     def versions(self) -> dict[str, str]:
         return package_versions("numpy")
 
     def peak_memory(self, run: Callable[[], None]) -> tuple[int, str] | None:
         return tracemalloc_peak(run)
-
-    def threads(self) -> dict[str, Any]:
-        return {var: os.environ.get(var, "unset") for var in THREAD_VARS}

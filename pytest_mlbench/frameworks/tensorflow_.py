@@ -8,11 +8,18 @@ from typing import Any
 
 import numpy as np
 
+from pytest_mlbench.engine import threads as threading_
 from pytest_mlbench.errors import PolicyNotApplied, Unavailable, Unsupported
-from pytest_mlbench.frameworks.base import Compiled, package_versions
+from pytest_mlbench.frameworks.base import (
+    Compiled,
+    best_gflops,
+    package_versions,
+    reachable,
+)
 from pytest_mlbench.precision import Policy
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TF's start-up banner out of reports
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 
 class TensorflowAdapter:
@@ -20,9 +27,27 @@ class TensorflowAdapter:
     modules: tuple[str, ...] = ("tensorflow",)
     extra = "tensorflow"
     variants: tuple[str, ...] = ("eager", "jit", "xla")
+    pool_style = "dispatch"  # Eigen pools compute; the calling thread dispatches and waits
+    pool_names: tuple[str, ...] = ("tf_Compute", "tf_XLAEigen")
 
     def __init__(self) -> None:
         self._device = "/CPU:0"
+        self._limit: Any = None
+        self._traces = 0
+        self._count_traces()
+
+    def _count_traces(self) -> None:
+        """Every tf.function trace builds a FuncGraph through this one function: count its
+        calls (eager Keras layers and optimizers build none)."""
+        from tensorflow.python.framework import func_graph
+
+        original = func_graph.func_graph_from_py_func
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self._traces += 1
+            return original(*args, **kwargs)
+
+        func_graph.func_graph_from_py_func = counted
 
     def devices(self) -> dict[str, str]:
         import tensorflow as tf
@@ -42,9 +67,60 @@ class TensorflowAdapter:
             raise Unsupported(f"{policy.name} applies to NVIDIA GPUs only")
         self._device = "/GPU:0" if device == "gpu" else "/CPU:0"
         tf.config.experimental.enable_tensor_float_32_execution(policy.allow_tf32)
-        if tf.config.experimental.tensor_float_32_execution_enabled() != policy.allow_tf32:
-            raise PolicyNotApplied(f"tensorflow TF32 is not {'on' if policy.allow_tf32 else 'off'}")
+        self.verify_policy(policy)
         tf.random.set_seed(seed)
+
+    def verify_policy(self, policy: Policy) -> None:
+        import tensorflow as tf
+
+        found = tf.config.experimental.tensor_float_32_execution_enabled()
+        if found != policy.allow_tf32:
+            raise PolicyNotApplied(f"tensorflow TF32 execution is {'on' if found else 'off'}, "
+                                   f"the {policy.name} policy needs it "
+                                   f"{'on' if policy.allow_tf32 else 'off'}")
+
+    def set_threads(self, threads: int) -> None:
+        import tensorflow as tf
+
+        try:  # possible only before the runtime starts (the env variables set it too)
+            tf.config.threading.set_intra_op_parallelism_threads(threads)
+            tf.config.threading.set_inter_op_parallelism_threads(1)
+        except RuntimeError:
+            pass
+        self._limit = threading_.limit_blas(threads)
+
+    def threads(self) -> dict[str, Any]:
+        import tensorflow as tf
+
+        return {"intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
+                "inter_op (1 by policy)": str(tf.config.threading
+                                              .get_inter_op_parallelism_threads()),
+                **threading_.blas_threads()}
+
+    def compile_events(self) -> int:
+        return self._traces
+
+    def census(self, root: Any) -> tuple[int, str] | None:
+        """Trainable variables behind the trainer: Keras layers' trainable weights and any
+        other trainable tf.Variable it keeps."""
+        import tensorflow as tf
+
+        try:
+            import keras
+
+            kinds: tuple[type, ...] = (tf.Variable, keras.Variable, keras.layers.Layer)
+        except ImportError:
+            keras, kinds = None, (tf.Variable,)
+        found = reachable(root, lambda o: isinstance(o, kinds), skip=lambda o: tf.is_tensor(o))
+        variables: dict[int, Any] = {}
+        for obj in found:
+            members = obj.trainable_weights if keras and isinstance(obj, keras.layers.Layer) \
+                else [obj]
+            variables.update({id(v): v for v in members if getattr(v, "trainable", False)})
+        if not variables:
+            return None
+        total = sum(int(np.prod(v.shape)) for v in variables.values())
+        return total, f"{len(variables)} trainable variable(s)"
 
     def asarray(self, array: np.ndarray) -> Any:
         import tensorflow as tf
@@ -55,14 +131,20 @@ class TensorflowAdapter:
             return tf.constant(array)
 
     def to_numpy(self, value: Any) -> np.ndarray:
-        return np.asarray(value.numpy())
+        return np.array(value.numpy(), copy=True)
 
     def sync(self, value: Any) -> None:
-        # Reading a result back is TF's only portable barrier; steps return a scalar loss.
+        """Wait for all pending work on every device (tf.test.experimental.sync_devices);
+        where that API is missing, read every result back, the older portable barrier."""
         import tensorflow as tf
 
+        barrier = getattr(getattr(tf.test, "experimental", None), "sync_devices", None)
+        if barrier is not None:
+            barrier()
+            return
         for leaf in tf.nest.flatten(value):
-            leaf.numpy()
+            if leaf is not None:
+                leaf.numpy()
 
     def compile(self, fn: Callable[..., Any], variant: str) -> Compiled:
         import tensorflow as tf
@@ -80,6 +162,15 @@ class TensorflowAdapter:
 
         return tf.device(self._device)
 
+    def matmul_gflops(self, dtype: str, n: int, repeats: int) -> float | None:
+        import tensorflow as tf
+
+        with tf.device(self._device):
+            a, b = (tf.random.normal((n, n), dtype=tf.float32) for _ in range(2))
+            a, b = tf.cast(a, dtype), tf.cast(b, dtype)
+            return best_gflops(lambda: tf.matmul(a, b), lambda r: r.numpy(), 2.0 * n**3,
+                               repeats)
+
     def peak_memory(self, run: Callable[[], None]) -> tuple[int, str] | None:
         import tensorflow as tf
 
@@ -94,9 +185,3 @@ class TensorflowAdapter:
 
     def versions(self) -> dict[str, str]:
         return package_versions("tensorflow-cpu", "tensorflow", "keras")
-
-    def threads(self) -> dict[str, Any]:
-        import tensorflow as tf
-
-        return {"intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
-                "inter_op": tf.config.threading.get_inter_op_parallelism_threads()}

@@ -11,8 +11,14 @@ from typing import Any
 
 import numpy as np
 
+from pytest_mlbench.engine import threads as threading_
 from pytest_mlbench.errors import PolicyNotApplied, Unavailable, Unsupported
-from pytest_mlbench.frameworks.base import Compiled, package_versions
+from pytest_mlbench.frameworks.base import (
+    Compiled,
+    best_gflops,
+    package_versions,
+    reachable,
+)
 from pytest_mlbench.precision import Policy
 
 
@@ -21,12 +27,16 @@ class TorchAdapter:
     modules: tuple[str, ...] = ("torch",)
     extra = "torch"
     variants: tuple[str, ...] = ("eager", "jit")
+    pool_style = "caller"  # OpenMP: the calling thread is thread 0 of the team
+    pool_names: tuple[str, ...] = ()
 
     def __init__(self) -> None:
         self._device: Any = None
-        self._dtype: Any = None
-        # A session-private inductor cache (unless the user chose one): compiled kernels from
-        # earlier runs would otherwise make compile_s report a warm cache, not a compile.
+        self._limit: Any = None
+        # Compile caches: off, so each case's compile time is a compile (JAX and TF keep no
+        # cache across processes by default); a worker of a later pass turns them on
+        # (warm_caches) because compile time is reported from the first pass only.
+        self.warm_caches = False
         if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
             cache = tempfile.mkdtemp(prefix="mlbench-inductor-")
             os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
@@ -49,21 +59,67 @@ class TorchAdapter:
         if policy.gpu_only and device != "gpu":
             raise Unsupported(f"{policy.name} applies to NVIDIA GPUs only")
         self._device = torch.device("cuda" if device == "gpu" else "cpu")
-        self._dtype = getattr(torch, policy.dtype)
-        matmul = "high" if policy.allow_tf32 else "highest"
-        torch.set_float32_matmul_precision(matmul)
+        torch.set_float32_matmul_precision("high" if policy.allow_tf32 else "highest")
         torch.backends.cudnn.allow_tf32 = policy.allow_tf32
-        if torch.get_float32_matmul_precision() != matmul:
-            raise PolicyNotApplied(f"torch float32 matmul precision is not {matmul}")
-        if torch.backends.cuda.matmul.allow_tf32 != policy.allow_tf32:
-            raise PolicyNotApplied(f"torch TF32 matmuls are not {'on' if policy.allow_tf32 else 'off'}")
+        self.verify_policy(policy)
         torch.manual_seed(seed)
-        # Each case compiles from scratch, so its reported compile time is its own, and not
-        # from inductor's on-disk caches either: JAX and TF keep none by default, and a warm
-        # cache would report a second run's compile time as near zero.
+        # Each case compiles from scratch, so its reported compile time is its own.
         torch._dynamo.reset()
-        torch._inductor.config.fx_graph_cache = False
-        torch._functorch.config.enable_autograd_cache = False
+        torch._inductor.config.fx_graph_cache = self.warm_caches
+        torch._functorch.config.enable_autograd_cache = self.warm_caches
+
+    def verify_policy(self, policy: Policy) -> None:
+        import torch
+
+        matmul = "high" if policy.allow_tf32 else "highest"
+        if torch.get_float32_matmul_precision() != matmul:
+            raise PolicyNotApplied(f"torch float32 matmul precision is "
+                                   f"{torch.get_float32_matmul_precision()}, the {policy.name} "
+                                   f"policy needs {matmul}")
+        for flag, value in (("torch.backends.cuda.matmul.allow_tf32",
+                             torch.backends.cuda.matmul.allow_tf32),
+                            ("torch.backends.cudnn.allow_tf32", torch.backends.cudnn.allow_tf32)):
+            if value != policy.allow_tf32:
+                raise PolicyNotApplied(f"{flag} is {value}, the {policy.name} policy needs "
+                                       f"{policy.allow_tf32}")
+
+    def set_threads(self, threads: int) -> None:
+        import torch
+
+        torch.set_num_threads(threads)
+        try:
+            torch.set_num_interop_threads(1)
+        except RuntimeError:  # already set in this process (it may be set only once)
+            pass
+        self._limit = threading_.limit_blas(threads)
+
+    def threads(self) -> dict[str, Any]:
+        import torch
+
+        return {"torch.get_num_threads": torch.get_num_threads(),
+                "torch.interop (1 by policy)": str(torch.get_num_interop_threads()),
+                **threading_.blas_threads()}
+
+    def compile_events(self) -> int:
+        """Frames dynamo has processed in this process (dynamo.reset keeps this counter)."""
+        from torch._dynamo.utils import counters
+
+        return int(counters["frames"]["total"])
+
+    def census(self, root: Any) -> tuple[int, str] | None:
+        """Trainable nn.Parameters behind the trainer: in its modules, its optimizer, or
+        anywhere else it keeps them."""
+        import torch
+
+        found = reachable(root, lambda o: isinstance(o, torch.nn.Parameter | torch.nn.Module),
+                          skip=lambda o: isinstance(o, torch.Tensor))
+        params: dict[int, Any] = {}
+        for obj in found:
+            members = obj.parameters() if isinstance(obj, torch.nn.Module) else [obj]
+            params.update({id(p): p for p in members if p.requires_grad})
+        if not params:
+            return None
+        return sum(p.numel() for p in params.values()), f"{len(params)} trainable nn.Parameter(s)"
 
     def asarray(self, array: np.ndarray) -> Any:
         import torch
@@ -80,7 +136,7 @@ class TorchAdapter:
             import ml_dtypes
 
             return value.float().numpy().astype(ml_dtypes.bfloat16)
-        return value.numpy()
+        return np.array(value.numpy(), copy=True)  # .numpy() shares the tensor's memory
 
     def sync(self, value: Any) -> None:
         import torch
@@ -108,6 +164,18 @@ class TorchAdapter:
                         guard=lambda: torch.compiler.set_stance("fail_on_recompile"),
                         name=getattr(fn, "__name__", ""))
 
+    def data_parallel(self, case: Any, loss: Callable[..., Any], dp: dict[str, Any]) -> Any:
+        from pytest_mlbench.engine.dp import TorchDDP
+
+        return TorchDDP(case, loss, dp)
+
+    def matmul_gflops(self, dtype: str, n: int, repeats: int) -> float | None:
+        import torch
+
+        device = self._device or torch.device("cpu")
+        a, b = (torch.randn(n, n, dtype=getattr(torch, dtype), device=device) for _ in range(2))
+        return best_gflops(lambda: a @ b, self.sync, 2.0 * n**3, repeats)
+
     def peak_memory(self, run: Callable[[], None]) -> tuple[int, str] | None:
         import torch
 
@@ -125,9 +193,3 @@ class TorchAdapter:
             out["cuda"] = str(torch.version.cuda)
             out["cudnn"] = str(torch.backends.cudnn.version())
         return out
-
-    def threads(self) -> dict[str, Any]:
-        import torch
-
-        return {"torch.get_num_threads": torch.get_num_threads(),
-                "torch.get_num_interop_threads": torch.get_num_interop_threads()}

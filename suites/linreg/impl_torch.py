@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from pytest_mlbench.trainers import FunctionalSGD, torch_value_and_grad
+from pytest_mlbench import FunctionalSGD, torch_value_and_grad
 
 
 def loss_fn(p: dict[str, Any], x: Any, y: Any) -> Any:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from pytest_mlbench.workload import Arrays, Shape, Workload
+from pytest_mlbench import Arrays, Shape, Workload
 
 DIMS = (2, 5, 10, 20, 50, 100)
 SAMPLES = 10_000

@@ -7,7 +7,7 @@ from typing import Any
 import autograd
 import autograd.numpy as anp
 
-from pytest_mlbench.trainers import FunctionalSGD
+from pytest_mlbench import FunctionalSGD
 
 
 def loss_fn(p: dict[str, Any], x: Any, y: Any) -> Any:

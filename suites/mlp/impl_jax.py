@@ -7,7 +7,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from pytest_mlbench.trainers import FunctionalSGD
+from pytest_mlbench import FunctionalSGD
 
 
 def loss_fn(p: dict[str, Any], x: Any, y: Any) -> Any:
@@ -17,3 +17,9 @@ def loss_fn(p: dict[str, Any], x: Any, y: Any) -> Any:
 
 def build(case: Any) -> FunctionalSGD:
     return FunctionalSGD(case, loss_fn, jax.value_and_grad)
+
+
+def data_parallel_loss(case: Any) -> Any:
+    """The same loss over whatever shard a data-parallel worker holds (a mean: the engine's
+    all-reduce averages the shards' gradients into the global batch's)."""
+    return loss_fn

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from pytest_mlbench.workload import Arrays, Shape, Workload
+from pytest_mlbench import Arrays, Shape, Workload
 
 IN, HIDDEN = 128, 128
 
@@ -59,6 +59,8 @@ SPEC = Workload(
     loss=loss,
     grad=grad,
     flops_per_step=flops,
+    # data-parallel cases (--mlbench-workers above 1): JAX sharding over a Mesh, torch DDP
+    data_parallel={"jax": "jit", "torch": "eager"},
     implementations={
         "numpy": ("eager",),
         "numba": ("jit",),

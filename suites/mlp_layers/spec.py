@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from pytest_mlbench.catalogue import load_module
+from pytest_mlbench import load_suite_file
 
 # The matmul MLP's spec is the single source of the reference, sizes and learning rate. Loading
 # it under the name the catalogue gives it means one module object, whichever loads it first.
-MLP = load_module(Path(__file__).parent.parent / "mlp" / "spec.py", "mlbench_suite_mlp_spec")
+MLP = load_suite_file(Path(__file__).parent.parent / "mlp" / "spec.py")
 
 # Everything but the name and the implementations is the matmul MLP's, including the data
 # key: both workloads start from byte-identical data and weights, so their rows compare.
@@ -19,6 +19,7 @@ SPEC = replace(
     name="mlp_layers",
     summary=__doc__.splitlines()[0],
     data_key=MLP.SPEC.name,
+    data_parallel={},
     implementations={
         "jax": ("eager", "jit"),
         "torch": ("eager", "jit"),

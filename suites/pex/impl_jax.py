@@ -9,10 +9,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from pytest_mlbench.catalogue import load_module
-from pytest_mlbench.trainers import StepTrainer
+from pytest_mlbench import StepTrainer, load_suite_file
 
-spec = load_module(Path(__file__).with_name("spec.py"), "mlbench_suite_pex_spec")
+spec = load_suite_file(Path(__file__).with_name("spec.py"))
 
 
 def example_loss(p: dict[str, Any], x: Any, y: Any) -> Any:

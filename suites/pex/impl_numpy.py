@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from pytest_mlbench.catalogue import load_module
+from pytest_mlbench import load_suite_file
 
-spec = load_module(Path(__file__).with_name("spec.py"), "mlbench_suite_pex_spec")
+spec = load_suite_file(Path(__file__).with_name("spec.py"))
 
 
 def example_loss_and_grad(p: dict[str, np.ndarray], x: np.ndarray, y: np.ndarray) -> Any:

@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from pytest_mlbench.workload import Arrays, Shape, Workload
+from pytest_mlbench import Arrays, Shape, Workload
 
 CLIP_SCALE = 0.63  # the clip norm is CLIP_SCALE * sqrt(in + hidden): see clip_norm
 NAMES = ("w1", "b1", "w2", "b2")

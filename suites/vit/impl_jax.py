@@ -11,10 +11,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from pytest_mlbench.catalogue import load_module
-from pytest_mlbench.trainers import StepTrainer
+from pytest_mlbench import StepTrainer, load_suite_file
 
-spec = load_module(Path(__file__).with_name("spec.py"), "mlbench_suite_vit_spec")
+spec = load_suite_file(Path(__file__).with_name("spec.py"))
 
 
 def patchify(x: Any, patch: int) -> Any:
@@ -73,3 +72,13 @@ def make_step(lr: float, patch: int, heads: int) -> Any:
 def build(case: Any) -> StepTrainer:
     step = make_step(case.learning_rate, case.dims["patch"], spec.num_heads(case.dims))
     return StepTrainer(case, step, to_model=spec.to_model, from_model=spec.from_model)
+
+
+def data_parallel_loss(case: Any) -> Any:
+    """The same loss on the flat, spec-named params, over whatever shard a worker holds."""
+    patch, heads = case.dims["patch"], spec.num_heads(case.dims)
+
+    def loss(flat: dict[str, Any], x: Any, y: Any) -> Any:
+        return loss_fn(spec.to_model(flat), x, y, patch=patch, heads=heads)
+
+    return loss

@@ -9,9 +9,9 @@ from typing import Any
 
 import tensorflow as tf
 
-from pytest_mlbench.catalogue import load_module
+from pytest_mlbench import load_suite_file
 
-spec = load_module(Path(__file__).with_name("spec.py"), "mlbench_suite_vit_spec")
+spec = load_suite_file(Path(__file__).with_name("spec.py"))
 
 
 def patchify(x: Any, patch: int) -> Any:

@@ -53,8 +53,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_mlbench import data
-from pytest_mlbench.workload import Arrays, Shape, Workload
+from pytest_mlbench import Arrays, Shape, Workload, digest
 
 try:  # the reference only: collection must not need autograd, an optional extra
     import autograd
@@ -240,14 +239,14 @@ _CACHE_SIZE = 8
 
 def loss(p: Mapping[str, np.ndarray], d: Mapping[str, np.ndarray]) -> float:
     _require_autograd()
-    hit = _CACHE.get(data.digest(p, d))
+    hit = _CACHE.get(digest(p, d))
     return hit[0] if hit else float(_loss(dict(p), d))
 
 
 def grad(p: Mapping[str, np.ndarray], d: Mapping[str, np.ndarray]) -> Arrays:
     """Reverse mode by autograd through the float64 forward above."""
     _require_autograd()
-    key = data.digest(p, d)
+    key = digest(p, d)
     if key not in _CACHE:
         value, g = autograd.value_and_grad(_loss)(dict(p), d)
         _CACHE[key] = float(value), g
@@ -290,6 +289,8 @@ SPEC = Workload(
     loss=loss,
     grad=grad,
     flops_per_step=flops,
+    # data-parallel cases (--mlbench-workers above 1): JAX sharding over a Mesh, torch DDP
+    data_parallel={"jax": "jit", "torch": "eager"},
     implementations={
         "jax": ("eager", "jit"),
         "torch": ("eager", "jit"),

@@ -1,0 +1,355 @@
+"""The measurement campaign of a session: every selected case, in several fresh processes.
+
+Variance lives between processes, so each case is sampled in ``processes`` passes, each pass
+with fresh workers (one framework per process: frameworks' thread pools never share a timed
+process). Within a pass, cases are taken comparison group by comparison group; a group's cases
+are built and checked one at a time (compile time is measured on a quiet machine), then their
+timed rounds are interleaved in cycles, in a shuffled (seeded) order, each turn with every
+other worker stopped (SIGSTOP), so a slow period of the host falls on every implementation
+alike instead of on whichever ran then. Compile time is the first pass's; later passes use
+the frameworks' compile caches where they have them.
+
+Each pass also measures the machine's matrix-multiply peak per framework and dtype in use; the
+best is the session's peak, against which every case's GFLOP/s is judged plausible.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_mlbench import data, verify
+from pytest_mlbench.case import CaseId
+from pytest_mlbench.catalogue import Catalogue
+from pytest_mlbench.checks import assert_plausible, tolerances
+from pytest_mlbench.engine.launcher import WorkerError
+from pytest_mlbench.engine.workers import (
+    CaseError,
+    CaseFailed,
+    CaseSkipped,
+    FrameworkPool,
+    PoolKey,
+    Side,
+)
+from pytest_mlbench.errors import Unavailable, Unsupported
+from pytest_mlbench.pipeline import CaseRun
+from pytest_mlbench.precision import POLICIES
+from pytest_mlbench.record import Identity, Measure, Record
+from pytest_mlbench.reference import OracleService, Reference
+
+CYCLES = 5  # interleaving cycles per pass: each case takes a turn in every cycle
+PLAUSIBLE_MARGIN = 0.25  # GFLOP/s above the session's measured peak by more than this fails
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How the campaign measures."""
+
+    timing: bool  # False: --benchmark-disable (check everything, time nothing)
+    processes: int
+    threads: int
+    affinity: str
+    seed: int
+    size: str
+    max_time: float  # seconds of timed rounds per case, over all passes
+    min_rounds: int  # per pass
+
+
+@dataclass
+class Outcome:
+    status: str  # passed, failed, skipped, error
+    message: str = ""
+    record: Record | None = None
+    rounds: list[float] = field(default_factory=list)  # every timed round, for pytest-benchmark
+
+
+@dataclass
+class CaseState:
+    """What a case has collected over the passes."""
+
+    cid: CaseId
+    passes: list[list[float]] = field(default_factory=list)
+    cycles: list[list[int]] = field(default_factory=list)
+    compile_s: float | None = None
+    first_call_s: float | None = None
+    checks: dict[str, Any] = field(default_factory=dict)
+    environment: dict[str, Any] = field(default_factory=dict)
+    digest: str = ""
+    outcome: Outcome | None = None  # set when it failed or skipped
+
+    @property
+    def alive(self) -> bool:
+        return self.outcome is None
+
+
+class Campaign:
+    def __init__(self, cases: Sequence[CaseId], plan: Plan, catalogue: Catalogue,
+                 registry: Mapping[str, str], oracle: OracleService,
+                 progress: Callable[[str], None] = lambda line: None,
+                 side: Side | None = None) -> None:
+        self.plan, self.catalogue, self.registry = plan, catalogue, registry
+        self.oracle, self.progress = oracle, progress
+        self.side = side or Side(root=str(catalogue.root))
+        self.states = {c.name: CaseState(c) for c in cases}
+        self.references: dict[tuple[str, str], Reference] = {}
+        self.contexts: dict[str, verify.Context] = {}
+        self.peaks: dict[str, float] = {}
+        self.pools: dict[PoolKey, FrameworkPool] = {}
+        self.checked_peaks: set[tuple[PoolKey, str]] = set()
+
+    # -- the whole campaign ---------------------------------------------------------------------
+
+    def run(self) -> dict[str, Outcome]:
+        started = time.monotonic()
+        passes = self.plan.processes if self.plan.timing else 1
+        try:
+            for p in range(passes):
+                self._pass(p, passes, started)
+        finally:
+            self._close_pools()
+            self.oracle.close()
+        return {name: self._outcome(state) for name, state in self.states.items()}
+
+    def _pass(self, p: int, passes: int, started: float) -> None:
+        for group, cases in self._groups():
+            alive = [c for c in cases if self.states[c.name].alive]
+            if not alive:
+                continue
+            begun = time.monotonic()
+            runs = [run for run in (self._prepare(c, p) for c in alive) if run is not None]
+            if self.plan.timing and runs:
+                self._measure_peaks(runs)
+                self._interleave(runs, p)
+            else:  # nothing is timed, but the timed path still runs once, audited
+                for run in runs:
+                    run.audits = {1}
+                    self._turn(run, 1, 0)
+            for run in runs:
+                self._finish(run, p)
+            self._close_pools(dp_only=True)
+            self.progress(f"mlbench [pass {p + 1}/{passes}] {group}: {len(runs)} case(s) in "
+                          f"{time.monotonic() - begun:.1f} s ({time.monotonic() - started:.0f} "
+                          "s so far)")
+        self._close_pools()
+
+    def _groups(self) -> list[tuple[str, list[CaseId]]]:
+        groups: dict[str, list[CaseId]] = {}
+        for state in self.states.values():
+            groups.setdefault(state.cid.group, []).append(state.cid)
+        return list(groups.items())
+
+    # -- pools ----------------------------------------------------------------------------------
+
+    def _pool(self, cid: CaseId, p: int) -> FrameworkPool:
+        key = PoolKey(cid.framework, cid.workers, self.side.name)
+        pool = self.pools.get(key)
+        if pool is None or pool.pool is None:
+            self._pause_all()
+            pool = FrameworkPool(key, self.registry[cid.framework], self.plan.threads,
+                                 self.plan.affinity, warm_caches=p > 0, side=self.side)
+            pool.start()
+            self.pools[key] = pool
+        return pool
+
+    def _activate(self, pool: FrameworkPool) -> None:
+        """Only ``pool`` runs: every other worker (and the oracle) is stopped."""
+        for other in self.pools.values():
+            if other is not pool:
+                other.pause()
+        self.oracle.pause()
+
+    def _pause_all(self) -> None:
+        for pool in self.pools.values():
+            pool.pause()
+        self.oracle.pause()
+
+    def _close_pools(self, dp_only: bool = False) -> None:
+        for key, pool in list(self.pools.items()):
+            if not dp_only or key.workers > 1:
+                pool.close()
+                del self.pools[key]
+
+    # -- one case ---------------------------------------------------------------------------------
+
+    def _context(self, cid: CaseId) -> verify.Context:
+        if cid.name not in self.contexts:
+            policy = POLICIES[cid.precision]
+            inputs, params = data.seeded_start(cid.workload, cid.shape, self.plan.seed, policy)
+            key = (cid.workload.name, cid.shape.label)
+            if key not in self.references:
+                self.references[key] = Reference(
+                    cid.workload, cid.shape, self.plan.seed,
+                    str(self.catalogue.folder(cid.workload.name)), self.oracle)
+            self.contexts[cid.name] = verify.Context(
+                cid, self.references[key], policy,
+                tolerances(cid.precision, cid.workload.tolerances), inputs, params,
+                f"{cid.framework} {cid.variant} ({cid.name})")
+        return self.contexts[cid.name]
+
+    def _prepare(self, cid: CaseId, p: int) -> CaseRun | None:
+        state = self.states[cid.name]
+        try:
+            reason = cid.workload.unsupported_reason(cid.framework, cid.variant, cid.device,
+                                                     cid.precision, cid.task.label)
+            if reason:
+                raise Unsupported(reason)
+            ctx = self._context(cid)
+            self._verify_reference(ctx)
+            pool = self._pool(cid, p)
+            self._activate(pool)
+            run = CaseRun(ctx, pool, cid.spec(self.side.root, self.plan.size, self.plan.seed),
+                          cid.shape.steps_per_call)
+            state.environment.setdefault("workers", [dict(i) for i in pool.info])
+            run.prepare(self.plan.threads)
+            state.digest = data.digest(ctx.inputs, ctx.params)
+            if p == 0:
+                state.first_call_s = run.checked_step_s[0] if run.checked_step_s else None
+            return run
+        except BaseException as exc:  # noqa: BLE001 - each kind of failure is recorded below
+            self._fail(state, exc)
+            self._close_case(locals().get("run"))
+            return None
+
+    def _verify_reference(self, ctx: verify.Context) -> None:
+        cid = ctx.cid
+        probe = None if cid.task.kind == "train" else verify.probe_of(ctx, 0)
+        ctx.reference.verify(cid.task, ctx.inputs, ctx.params, probe)
+
+    def _finish(self, run: CaseRun, p: int) -> None:
+        state = self.states[run.ctx.cid.name]
+        try:
+            self._activate(run.pool)
+            facts = run.finish()
+            if p == 0:
+                state.compile_s = run.compile_s
+            if run.seconds and self.plan.timing:
+                state.passes.append(list(run.seconds))
+            state.checks.setdefault("audited_rounds", []).append(facts["audited_rounds"])
+            state.checks["compiles"] = facts["compiles"]
+            state.checks["census"] = facts["census"]
+            state.environment["peak_memory"] = facts["peak_memory"]
+        except BaseException as exc:  # noqa: BLE001
+            self._fail(state, exc)
+        finally:
+            self._close_case(run)
+
+    def _close_case(self, run: CaseRun | None) -> None:
+        if run is None:
+            return
+        try:
+            run.close()
+        except WorkerError:
+            run.pool.close()  # a dead worker: the next case starts a new one
+
+    def _fail(self, state: CaseState, exc: BaseException) -> None:
+        if isinstance(exc, KeyboardInterrupt | SystemExit):
+            raise exc
+        if isinstance(exc, CaseSkipped | Unavailable | Unsupported):
+            state.outcome = Outcome("skipped", str(exc))
+        elif isinstance(exc, CaseFailed | AssertionError):
+            state.outcome = Outcome("failed", str(exc))
+        elif isinstance(exc, WorkerError):
+            state.outcome = Outcome("error", f"{state.cid.name}: the worker failed: {exc}")
+            for key, pool in list(self.pools.items()):
+                if key.framework == state.cid.framework:
+                    pool.close()
+        else:
+            state.outcome = Outcome("error", f"{state.cid.name}: {type(exc).__name__}: {exc}")
+
+    # -- timing ------------------------------------------------------------------------------
+
+    def _measure_peaks(self, runs: Sequence[CaseRun]) -> None:
+        """Each framework's best matmul at each dtype in use; the session keeps the best."""
+        wanted = {(run.pool.key, run.ctx.policy.dtype) for run in runs if run.pool.key.workers == 1}
+        for key, dtype in sorted(wanted, key=str):
+            if (key, dtype) in self.checked_peaks:
+                continue
+            pool = self.pools[key]
+            self._activate(pool)
+            try:
+                found = pool.peak(dtype)
+            except WorkerError:
+                found = None
+            self.checked_peaks.add((key, dtype))
+            if found:
+                self.peaks[dtype] = max(self.peaks.get(dtype, 0.0), float(found))
+
+    def rounds_for(self, run: CaseRun) -> int:
+        fixed = run.ctx.cid.shape.rounds
+        if fixed:
+            return max(1, math.ceil(fixed / self.plan.processes))
+        budget = self.plan.max_time / self.plan.processes
+        return max(self.plan.min_rounds, math.ceil(budget / max(run.round_s, 1e-6)))
+
+    def _interleave(self, runs: Sequence[CaseRun], p: int) -> None:
+        rounds = {id(r): self.rounds_for(r) for r in runs}
+        for run in runs:
+            rng = data.generator(self.plan.seed, run.spec["name"], "audit", str(p))
+            total = rounds[id(run)]
+            count = min(total, 1 + total // 50)
+            run.audits = {int(r) for r in rng.choice(range(1, total + 1), count, replace=False)}
+        per_turn = {id(r): math.ceil(rounds[id(r)] / CYCLES) for r in runs}
+        live = list(runs)
+        for cycle in range(CYCLES):
+            order = data.generator(self.plan.seed, "cycle", str(p), str(cycle)).permutation(
+                len(live))
+            for i in order:
+                self._turn(live[i], min(per_turn[id(live[i])],
+                                        rounds[id(live[i])] - live[i].rounds_done), cycle)
+            live = [r for r in live if r.rounds_done < rounds[id(r)]
+                    and self.states[r.ctx.cid.name].alive]
+
+    def _turn(self, run: CaseRun, count: int, cycle: int) -> None:
+        state = self.states[run.ctx.cid.name]
+        if count <= 0 or not state.alive:
+            return
+        self._activate(run.pool)
+        try:
+            run.turn(count)
+        except BaseException as exc:  # noqa: BLE001
+            self._fail(state, exc)
+            return
+        if len(state.cycles) <= len(state.passes):
+            state.cycles.append([])
+        state.cycles[len(state.passes)] += [cycle] * count
+
+    # -- results ------------------------------------------------------------------------------
+
+    def _outcome(self, state: CaseState) -> Outcome:
+        if state.outcome is not None:
+            return state.outcome
+        record = self._record(state)
+        if record.measure is not None:
+            try:
+                assert_plausible(record.measure.gflops, record.measure.peak_gflops,
+                                 margin=PLAUSIBLE_MARGIN,
+                                 where=f"{state.cid.framework} {state.cid.variant} "
+                                       f"({state.cid.name})")
+            except AssertionError as exc:
+                return Outcome("failed", str(exc), record)
+        rounds = [t for p in state.passes for t in p]
+        return Outcome("passed", "", record, rounds)
+
+    def _record(self, state: CaseState) -> Record:
+        cid = state.cid
+        identity = Identity(
+            workload=cid.workload.name, shape=cid.shape.label, dims=dict(cid.shape.dims),
+            task=cid.task.label, kind=cid.task.kind, framework=cid.framework,
+            variant=cid.variant, device=cid.device, precision=cid.precision,
+            dtype=POLICIES[cid.precision].dtype, workers=cid.workers,
+            threads=self.plan.threads, data_sha256=state.digest, head=cid.head)
+        measure = None
+        if state.passes:
+            measure = Measure(
+                cid.shape.steps_per_call, tuple(tuple(p) for p in state.passes),
+                tuple(tuple(c) for c in state.cycles[:len(state.passes)]),
+                state.compile_s, state.first_call_s,
+                cid.workload.flops(cid.task, cid.shape.dims),
+                self.peaks.get(POLICIES[cid.precision].dtype))
+        env = dict(state.environment)
+        env.update({"affinity": self.plan.affinity, "processes": len(state.passes),
+                    "seed": self.plan.seed, "size": self.plan.size})
+        return Record(identity, cid.name, measure, state.checks, env)

@@ -1,0 +1,259 @@
+"""A pool of long-lived worker processes driven by commands over sockets, with timeouts.
+
+Each worker is a fresh interpreter (``python -m pytest_mlbench.engine.child``), started with
+its own environment, working directory and even its own interpreter, so that a worker can run
+another revision's code or another environment's frameworks (the A/B gate). It applies its
+environment before anything imports a framework, builds a handler from ``target`` and answers
+commands until told to stop. The parent sends a command to every worker and waits for every
+reply, so a worker that raises, dies or never answers surfaces as a WorkerError with the
+worker's own traceback, not as a silent hang. ``pause``/``resume`` stop and continue the
+workers (SIGSTOP/SIGCONT): an idle worker's thread pools cannot spin on a core another worker
+is being timed on. Closing the pool always ends every worker: stop, terminate, kill, reap.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from typing import Any, Protocol
+
+# seconds a worker gets to leave by itself after "stop" before it is terminated, then killed
+STOP_GRACE_S = 5.0
+PROTOCOL = 2  # bumped when commands change: an A/B worker of another revision must match
+
+
+class WorkerError(RuntimeError):
+    """A worker raised, died or did not answer in time; the message names the rank and
+    carries the worker's traceback when it had one to send."""
+
+
+class WorkerCrashed(WorkerError):
+    """A worker raised an exception or exited without answering."""
+
+
+class WorkerTimeout(WorkerError):
+    """A worker did not answer within the timeout (hung, deadlocked, or far too slow)."""
+
+
+class Handler(Protocol):
+    """What ``target(rank, world, config)`` builds inside each worker."""
+
+    def __call__(self, command: str, payload: Any) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What to start: ``target`` is ``"module:function"``, importable in the worker, returning a
+    Handler; ``env`` is applied before that import (XLA_FLAGS must precede jax); ``python``
+    and ``path`` choose the interpreter and the code the worker imports (default: this ones);
+    ``cores[rank]``, when given, is the set of cores rank may run on."""
+
+    target: str
+    world: int
+    config: Mapping[str, Any] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)
+    python: str = ""
+    path: Sequence[str] = ()
+    cores: Sequence[Sequence[int]] = ()
+
+
+def free_loopback_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (the OS picks it; a tiny race remains until the
+    rendezvous binds it, which is the usual trade-off of torch's own tests)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def resolve(target: str) -> Callable[..., Handler]:
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+
+
+def _send_error(conn: Connection, rank: int) -> None:
+    try:
+        conn.send(("error", f"worker {rank} (pid {os.getpid()}):\n{traceback.format_exc()}"))
+    except (BrokenPipeError, OSError):  # the parent is gone: nobody is left to tell
+        pass
+
+
+def worker_main(rank: int, spec: WorkerSpec, conn: Connection) -> None:
+    """Entry point of one worker process (see child.py)."""
+    handler: Handler | None = None
+    try:
+        handler = resolve(spec.target)(rank, spec.world, dict(spec.config))
+        conn.send(("ok", {"pid": os.getpid(), "protocol": PROTOCOL}))
+        while True:
+            command, payload = conn.recv()
+            if command == "stop":
+                break
+            conn.send(("ok", handler(command, payload)))
+    except BaseException:  # report everything, even SystemExit, then leave with an error code
+        _send_error(conn, rank)
+        raise SystemExit(1) from None
+    finally:
+        if handler is not None:
+            handler.close()
+        conn.close()
+
+
+def _child_env(spec: WorkerSpec) -> dict[str, str]:
+    env = dict(os.environ)
+    path = list(spec.path) or [p for p in sys.path if p and os.path.isdir(p)]
+    env["PYTHONPATH"] = os.pathsep.join(path)
+    env.update(spec.env)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+class Pool:
+    """``spec.world`` workers running ``spec.target``; use as a context manager."""
+
+    def __init__(self, spec: WorkerSpec, *, start_timeout: float = 180.0,
+                 timeout: float = 300.0, stop_grace: float = STOP_GRACE_S) -> None:
+        self.spec, self.timeout, self.start_timeout = spec, timeout, start_timeout
+        self.stop_grace = stop_grace
+        self._failed = False  # after a WorkerError the rest are likely stuck in a collective
+        self._procs: list[subprocess.Popen[bytes]] = []
+        self._conns: list[Connection] = []
+        self.paused = False
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self._procs]
+
+    def __enter__(self) -> Pool:
+        try:
+            self.start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> None:
+        env = _child_env(self.spec)
+        for rank in range(self.spec.world):
+            parent, child = socket.socketpair()
+            cmd = [self.spec.python or sys.executable, "-m", "pytest_mlbench.engine.child",
+                   str(child.fileno()), str(rank)]
+            cores = self.spec.cores[rank] if rank < len(self.spec.cores) else ()
+            if cores:
+                cmd.append(",".join(map(str, cores)))
+            proc = subprocess.Popen(cmd, env=env, pass_fds=(child.fileno(),),
+                                    stdin=subprocess.DEVNULL, start_new_session=False)
+            child.close()  # the parent keeps one end only, so a dead worker reads as EOF
+            conn = Connection(parent.detach())
+            conn.send_bytes(pickle.dumps(self.spec))
+            self._procs.append(proc)
+            self._conns.append(conn)
+        replies = self._gather("start", self.start_timeout)
+        wrong = [r for r in replies if r.get("protocol") != PROTOCOL]
+        if wrong:
+            raise WorkerCrashed(f"worker speaks protocol {wrong[0].get('protocol')}, this "
+                                f"pytest-mlbench {PROTOCOL}: the other revision or environment "
+                                "has an incompatible pytest-mlbench")
+
+    def call(self, command: str, payload: Any = None, timeout: float | None = None) -> list[Any]:
+        """Send ``command`` to every worker; their replies in rank order."""
+        return self.call_each(command, [payload] * len(self._conns), timeout)
+
+    def call_each(self, command: str, payloads: Sequence[Any],
+                  timeout: float | None = None) -> list[Any]:
+        """Send ``command`` with a payload per rank; their replies in rank order."""
+        self.resume()
+        for conn, payload in zip(self._conns, payloads, strict=True):
+            conn.send((command, payload))
+        return self._gather(command, self.timeout if timeout is None else timeout)
+
+    def pause(self) -> None:
+        """SIGSTOP every worker: nothing of theirs runs until ``resume``."""
+        if not self.paused and hasattr(signal, "SIGSTOP"):
+            for proc in self._procs:
+                if proc.poll() is None:
+                    os.kill(proc.pid, signal.SIGSTOP)
+            self.paused = True
+
+    def resume(self) -> None:
+        if self.paused:
+            for proc in self._procs:
+                if proc.poll() is None:
+                    os.kill(proc.pid, signal.SIGCONT)
+            self.paused = False
+
+    def _gather(self, command: str, timeout: float) -> list[Any]:
+        try:
+            return self._gather_all(command, timeout)
+        except WorkerError:
+            self._failed = True
+            raise
+
+    def _gather_all(self, command: str, timeout: float) -> list[Any]:
+        replies: dict[int, Any] = {}
+        deadline = time.monotonic() + timeout
+        while len(replies) < len(self._conns):
+            pending = [r for r in range(len(self._conns)) if r not in replies]
+            remaining = deadline - time.monotonic()
+            ready = wait([self._conns[r] for r in pending], max(remaining, 0.0))
+            if not ready:
+                raise WorkerTimeout(f"worker(s) {pending} of {len(self._conns)} did not answer "
+                                    f"{command!r} within {timeout:g} s (hung or deadlocked)")
+            for rank in pending:
+                if self._conns[rank] in ready:
+                    replies[rank] = self._reply(rank, command)
+        return [replies[r] for r in range(len(self._conns))]
+
+    def _reply(self, rank: int, command: str) -> Any:
+        conn, proc = self._conns[rank], self._procs[rank]
+        try:
+            status, value = conn.recv()
+        except (EOFError, OSError):
+            try:
+                code = proc.wait(2.0)
+            except subprocess.TimeoutExpired:
+                code = None
+            raise WorkerCrashed(f"worker {rank} (pid {proc.pid}) exited with code {code} "
+                                f"without answering {command!r}") from None
+        if status != "ok":
+            raise WorkerCrashed(f"{command!r} failed in {value}")
+        return value
+
+    def close(self) -> None:
+        """Stop every worker; never returns with one still running."""
+        self.resume()
+        for conn in self._conns:
+            try:
+                conn.send(("stop", None))
+            except (BrokenPipeError, OSError):
+                pass  # already dead: terminate/wait below still collects it
+        deadline = time.monotonic() + (0.0 if self._failed else self.stop_grace)
+        for proc in self._procs:
+            try:
+                proc.wait(max(deadline - time.monotonic(), 0.0))
+            except subprocess.TimeoutExpired:
+                pass
+        for proc in self._procs:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(2.0)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        for conn in self._conns:
+            conn.close()
+        self._procs, self._conns, self.paused = [], [], False

@@ -1,0 +1,179 @@
+"""One case, built and served inside its framework's worker.
+
+The parent (pipeline.py) drives it phase by phase: ``start`` (what the implementation starts
+from), ``evaluate`` (loss and gradient, or the first probe's result), ``steps`` (checked
+training steps), ``round`` (timed rounds; some keep a snapshot for the audit), ``finish``
+(what training and timing left behind). Every command reports the compilations it caused,
+attributed to its phase, which is how "eager means eager" and "nothing compiles while timed"
+are checked. Errors in the implementation are sent back as the case's failure; the worker
+keeps serving its other cases.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pytest_mlbench import catalogue, data
+from pytest_mlbench.case import Case, CaseId
+from pytest_mlbench.engine import runners
+from pytest_mlbench.precision import POLICIES, dtype_name
+
+
+class CaseServer:
+    def __init__(self, adapter: Any, spec: dict[str, Any], rank: int = 0,
+                 dp: dict[str, Any] | None = None) -> None:
+        self.adapter, self.spec, self.rank = adapter, spec, rank
+        root = Path(spec["root"])
+        workload = catalogue.load_workload(root / spec["workload"])
+        shape, task = workload.shape(spec["size"], spec["shape"]), workload.task(spec["task"])
+        self.id = CaseId(workload, shape, task, spec["framework"], spec["variant"],
+                         spec["device"], spec["precision"], spec["workers"])
+        self.policy = POLICIES[spec["precision"]]
+        self.compiles: dict[str, int] = {}
+        self.where = f"{spec['framework']} {spec['variant']} ({spec['name']})"
+        with self.phase("build"):
+            adapter.setup(spec["device"], self.policy, spec["seed"])
+            inputs, params = data.seeded_start(workload, shape, spec["seed"], self.policy)
+            self.digest = data.digest(inputs, params)
+            self.case = Case(self.id, adapter, self.policy,
+                             {k: adapter.asarray(v) for k, v in inputs.items()},
+                             {k: adapter.asarray(v) for k, v in params.items()},
+                             spec["seed"], rank)
+            impl = self._build(root, workload, dp)
+            runners.check_protocol(impl, task.kind, self.where)
+            stateful = bool(task.optimizer and task.optimizer.slots)
+            self.runner = runners.RUNNERS[task.kind](impl, adapter, stateful)
+        self.params64 = data.widen(params)
+        self.outputs_shape = self._outputs_shape(inputs)
+
+    def _build(self, root: Path, workload: Any, dp: dict[str, Any] | None) -> Any:
+        module = catalogue.implementation(root, workload, self.id.framework)
+        if self.id.workers > 1:
+            loss = getattr(module, "data_parallel_loss", None)
+            if not callable(loss):
+                raise runners.ProtocolError(
+                    f"{self.where}: impl_{self.id.framework}.py defines no "
+                    "data_parallel_loss(case), which the spec's data_parallel entry promises")
+            return self.adapter.data_parallel(self.case, loss(self.case), dp or {})
+        return module.build(self.case)
+
+    def _outputs_shape(self, inputs: dict[str, np.ndarray]) -> tuple[int, ...] | None:
+        workload = self.id.workload
+        if self.id.task.transform != "vjp":
+            return None
+        out = workload.forward(np, self.params64, data.widen(inputs))
+        return tuple(np.shape(out))
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Any:
+        before = self.adapter.compile_events()
+        try:
+            yield
+        finally:
+            self.compiles[name] = self.compiles.get(name, 0) + (
+                self.adapter.compile_events() - before)
+
+    # -- commands ---------------------------------------------------------------------------
+
+    def start(self) -> dict[str, Any]:
+        runner = self.runner
+        hyper = runner.hyperparameters() if isinstance(runner, runners.TrainRunner) else None
+        census = self.adapter.census(runner.impl)
+        return {"digest": self.digest, "snapshot": runner.snapshot(), "census": census,
+                "hyperparameters": hyper, "compiles": dict(self.compiles)}
+
+    def probes(self, indices: list[int]) -> list[Any]:
+        """Framework arrays of the probes with these indices (untimed preparation)."""
+        if self.id.task.kind == "train":
+            return [None] * len(indices)
+        return [{k: self.adapter.asarray(v) for k, v in self._probe(i).items()}
+                for i in indices]
+
+    def _probe(self, index: int) -> dict[str, np.ndarray]:
+        i = self.id
+        return data.probe(i.workload, i.shape, i.task, self.spec["seed"], index, self.policy,
+                          self.params64, self.outputs_shape)
+
+    def evaluate(self, index: int = 0) -> Any:
+        with self.phase("check"):
+            return self.runner.evaluate(self.probes([index])[0])
+
+    def steps(self, n: int) -> dict[str, Any]:
+        """``n`` checked training steps, each synchronised and timed on its own."""
+        losses, times = [], []
+        with self.phase("check"):
+            for _ in range(n):
+                seconds, outs, tail = runners.timed_round(self.runner, [None],
+                                                          contextlib.nullcontext)
+                losses.append(float(np.asarray(self.adapter.to_numpy(outs[0]), np.float64)))
+                times.append(seconds)
+            dtypes = {k: dtype_name(v) for k, v in self.runner.impl.params().items()}
+            snap = self.runner.snapshot(tail)
+        return {"losses": losses, "times": times, "snapshot": snap, "dtypes": dtypes}
+
+    def round(self, first: int, rounds: int, calls: int, keep: dict[int, int | None],
+              ) -> dict[str, Any]:
+        """``rounds`` timed rounds of ``calls`` calls, numbered from ``first``. For a round
+        number in ``keep``, what it produced is kept: the parameters and state it left
+        (training; value None) or the output of call ``keep[r]`` (inference, transforms)."""
+        seconds, kept = [], {}
+        with self.phase("timing"):
+            guard = self._guard()
+            for r in range(first, first + rounds):
+                probes = self.probes([r * calls + c for c in range(calls)])
+                took, outs, tail = runners.timed_round(self.runner, probes, guard)
+                seconds.append(took)
+                if r in keep:
+                    kept[r] = self._kept(outs, tail, keep[r])
+        return {"seconds": seconds, "kept": kept}
+
+    def _kept(self, outs: list[Any], tail: Any, call: int | None) -> Any:
+        if self.id.task.kind == "train":
+            return self.runner.snapshot(tail)
+        assert call is not None
+        return runners._to_np(self.adapter, outs[call])
+
+    def _guard(self) -> Callable[[], Any]:
+        guards = [c.guard for c in self.case.compiled]
+
+        def combined() -> Any:
+            stack = contextlib.ExitStack()
+            for g in guards:
+                stack.enter_context(g())
+            return stack
+
+        return combined
+
+    def finish(self) -> dict[str, Any]:
+        """After timing: compilations per phase, traces of the compiled functions, whether
+        the precision policy still holds, dtypes, the census, and (training) loss and
+        gradient where training has taken the parameters."""
+        out: dict[str, Any] = {"traces": self.case.traces(), "compiles": dict(self.compiles),
+                               "compile_s": self._compile_seconds()}
+        try:
+            self.adapter.verify_policy(self.policy)
+            out["policy"] = None
+        except AssertionError as exc:
+            out["policy"] = str(exc)
+        out["census"] = self.adapter.census(self.runner.impl)
+        out["dtypes"] = {k: dtype_name(v) for k, v in self.runner.impl.params().items()}
+        if self.id.task.kind == "train":
+            out["snapshot"] = self.runner.snapshot()
+            out["trained"] = self.evaluate()
+        return out
+
+    def _compile_seconds(self) -> float:
+        """First calls of the compiled functions: tracing, compilation, one dispatch."""
+        return sum(c.first_call_s or 0.0 for c in self.case.compiled if c.variant != "eager")
+
+    def peak_memory(self) -> Any:
+        probe = getattr(self.adapter, "peak_memory", None)
+        if probe is None:
+            return None
+        return probe(lambda: runners.timed_round(self.runner, self.probes([0]),
+                                                 contextlib.nullcontext))

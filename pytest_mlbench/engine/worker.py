@@ -1,0 +1,98 @@
+"""A framework worker: one fresh process, one framework, many cases served one at a time.
+
+Started by the launcher as ``pytest_mlbench.engine.worker:build``. At start it sets the
+framework's threads and checks them, warms the framework up (so one-time start-up costs do
+not land in the first case's compile time), pins its threads (``affinity=pin``), then serves:
+
+    info                        versions, threads, pinning
+    open <case spec>            build a case -> handle
+    case <handle> <command>     a CaseServer command (start, evaluate, steps, round, finish, ...)
+    close <handle>              drop a case and collect its memory
+    peak <dtype>                this framework's best matmul GFLOP/s at a dtype
+
+An exception inside a case command is returned as that case's failure, not raised: the worker
+keeps serving. Skips (a device or dtype the framework lacks) come back as skips.
+"""
+
+from __future__ import annotations
+
+import gc
+import traceback
+from typing import Any
+
+from pytest_mlbench import frameworks
+from pytest_mlbench.engine import threads as threading_
+from pytest_mlbench.engine.server import CaseServer
+from pytest_mlbench.errors import Unavailable, Unsupported
+
+PEAK_N = {"float64": 1024, "float32": 1536, "bfloat16": 1024}  # large enough for the peak
+
+
+class FrameworkWorker:
+    def __init__(self, rank: int, world: int, config: dict[str, Any]) -> None:
+        self.rank, self.world, self.config = rank, world, config
+        self.known_threads = threading_.thread_ids()
+        self.adapter = frameworks.load(config["framework"], config["registry"])
+        if config.get("warm_caches"):
+            self.adapter.warm_caches = True
+        self.adapter.set_threads(config["threads"])
+        self.cases: dict[int, CaseServer] = {}
+        self.pinned: dict[str, Any] = {"pinned": False, "why": "affinity off"}
+        self._warm_up()
+        self.repin()
+
+    def _warm_up(self) -> None:
+        """One small matmul: the framework's runtime and thread pools start here."""
+        for dtype in ("float32",):
+            self.adapter.matmul_gflops(dtype, 64, 1)
+
+    def repin(self) -> None:
+        if self.config.get("affinity") != "pin":
+            return
+        names = tuple(self.adapter.pool_names)
+        self.pinned = threading_.pin(self.adapter.pool_style, self.known_threads, names)
+
+    def __call__(self, command: str, payload: Any) -> Any:
+        if command == "ping":
+            return None
+        if command == "info":
+            return {"threads": self.adapter.threads(), "versions": self.adapter.versions(),
+                    "pinned": self.pinned}
+        if command == "open":
+            return self._guarded(lambda: self._open(payload))
+        if command == "case":
+            handle, method, args = payload
+            if method == "round":
+                self.repin()  # pools some frameworks start lazily (XLA in TF) get bound too
+            return self._guarded(lambda: getattr(self.cases[handle], method)(*args))
+        if command == "close":
+            self.cases.pop(payload, None)
+            gc.collect()
+            return None
+        if command == "peak":
+            return self.adapter.matmul_gflops(payload, PEAK_N.get(payload, 1024), 5)
+        raise ValueError(f"unknown command {command!r}")
+
+    def _open(self, spec: dict[str, Any]) -> int:
+        handle = len(self.cases) and max(self.cases) + 1
+        self.cases[handle] = CaseServer(self.adapter, spec, self.rank, self.config.get("dp"))
+        return handle
+
+    @staticmethod
+    def _guarded(fn: Any) -> dict[str, Any]:
+        """The command's value, or what went wrong in the case, as data."""
+        try:
+            return {"ok": fn()}
+        except (Unavailable, Unsupported) as exc:
+            return {"skip": str(exc)}
+        except AssertionError as exc:
+            return {"fail": str(exc)}
+        except Exception as exc:  # the implementation's own error: its traceback is the report
+            return {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+
+    def close(self) -> None:
+        self.cases.clear()
+
+
+def build(rank: int, world: int, config: dict[str, Any]) -> FrameworkWorker:
+    return FrameworkWorker(rank, world, config)

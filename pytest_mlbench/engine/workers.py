@@ -1,0 +1,140 @@
+"""The parent's side of the workers: one FrameworkPool per (framework, worker count) and pass.
+
+A single-device case runs in a pool of one worker; a data-parallel case of N workers runs in
+a pool of N ranks (torch: one process per rank over gloo or NCCL) or in one process that owns
+N devices (JAX: a Mesh; on CPU the N host devices come from XLA_FLAGS). Either way the case
+answers the same commands, each rank replying, and the parent checks the ranks agree.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_mlbench.engine import threads as threading_
+from pytest_mlbench.engine.launcher import Pool, WorkerSpec, free_loopback_port
+
+TARGET = "pytest_mlbench.engine.worker:build"
+START_TIMEOUT_S = 300.0  # spawn + import tensorflow + warm-up on a loaded 2-core machine
+CALL_TIMEOUT_S = 1800.0  # one command: a paper-size round can take minutes
+
+
+class CaseFailed(AssertionError):
+    """A check failed inside the worker; the message is the check's."""
+
+
+class CaseSkipped(Exception):
+    """The case cannot run here (missing device, unsupported dtype)."""
+
+
+class CaseError(RuntimeError):
+    """The implementation raised; the message carries its traceback."""
+
+
+@dataclass(frozen=True)
+class Side:
+    """Where a worker's code comes from: this environment (the default) or, for the A/B
+    gate, another revision's tree (``path``) or another environment's interpreter."""
+
+    name: str = ""
+    python: str = ""
+    path: tuple[str, ...] = ()
+    root: str = ""  # the suites folder on this side
+
+
+@dataclass(frozen=True)
+class PoolKey:
+    framework: str
+    workers: int
+    side: str = ""
+
+
+@dataclass
+class FrameworkPool:
+    key: PoolKey
+    registry_entry: str
+    threads: int
+    affinity: str
+    warm_caches: bool
+    side: Side = field(default_factory=Side)
+    pool: Pool | None = None
+    info: list[dict[str, Any]] = field(default_factory=list)
+
+    def start(self) -> None:
+        world, env, cores, dp = self._layout()
+        config = {"framework": self.key.framework,
+                  "registry": {self.key.framework: self.registry_entry},
+                  "threads": self.threads if world == 1 else max(1, self.threads // world),
+                  "affinity": self.affinity, "warm_caches": self.warm_caches, "dp": dp}
+        env = {**threading_.environment(config["threads"]), **env}
+        spec = WorkerSpec(TARGET, world, config, env, self.side.python, self.side.path, cores)
+        self.pool = Pool(spec, start_timeout=START_TIMEOUT_S, timeout=CALL_TIMEOUT_S)
+        self.pool.start()
+        self.info = self.pool.call("info")
+
+    def _layout(self) -> tuple[int, dict[str, str], list[list[int]], dict[str, Any]]:
+        """Ranks, environment, cores per rank and data-parallel settings of this pool."""
+        available = threading_.cores()
+        mine = available[:self.threads]
+        n = self.key.workers
+        if n == 1:
+            return 1, {}, [mine], {}
+        if self.key.framework == "jax":
+            flags = os.environ.get("XLA_FLAGS", "")
+            return 1, {"XLA_FLAGS": f"{flags} --xla_force_host_platform_device_count={n}".strip(),
+                       "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "") or "cpu"}, \
+                [mine], {"workers": n}
+        per = _split(mine, n)
+        return n, {"GLOO_SOCKET_IFNAME": "lo"}, per, {
+            "workers": n, "init_method": f"tcp://127.0.0.1:{free_loopback_port()}",
+            "timeout_s": CALL_TIMEOUT_S}
+
+    # -- commands -----------------------------------------------------------------------------
+
+    def _values(self, replies: Sequence[Mapping[str, Any]]) -> list[Any]:
+        for rank, reply in enumerate(replies):
+            where = f" (rank {rank})" if len(replies) > 1 else ""
+            if "skip" in reply:
+                raise CaseSkipped(reply["skip"])
+            if "fail" in reply:
+                raise CaseFailed(reply["fail"] + where)
+            if "error" in reply:
+                raise CaseError(f"{reply['error']}{where}\n{reply.get('traceback', '')}")
+        return [r["ok"] for r in replies]
+
+    def open(self, spec: dict[str, Any]) -> int:
+        assert self.pool is not None
+        handles = self._values(self.pool.call("open", spec))
+        return int(handles[0])
+
+    def case(self, handle: int, method: str, *args: Any) -> list[Any]:
+        """The command's value on every rank (one entry for a single-device case)."""
+        assert self.pool is not None
+        return self._values(self.pool.call("case", (handle, method, args)))
+
+    def close_case(self, handle: int) -> None:
+        if self.pool is not None:
+            self.pool.call("close", handle)
+
+    def peak(self, dtype: str) -> float | None:
+        assert self.pool is not None
+        return self.pool.call("peak", dtype)[0]  # type: ignore[no-any-return]
+
+    def pause(self) -> None:
+        if self.pool is not None:
+            self.pool.pause()
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None
+
+
+def _split(cores: list[int], n: int) -> list[list[int]]:
+    """``n`` disjoint shares of ``cores`` (shared round-robin when there are fewer cores)."""
+    if len(cores) >= n:
+        size = len(cores) // n
+        return [cores[i * size:(i + 1) * size] for i in range(n)]
+    return [[cores[i % len(cores)]] for i in range(n)]

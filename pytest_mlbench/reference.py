@@ -1,0 +1,278 @@
+"""The float64 reference every implementation is checked against, in the parent process.
+
+Where a workload has a hand-derived gradient (``loss`` and ``grad`` in NumPy) that is the
+reference, the strongest check there is. Otherwise gradients, transforms and Jacobians come
+from the autodiff oracle (engine/oracle.py: JAX x64, else torch float64, each in a worker of
+its own), which is first verified against finite differences of the NumPy forward along random
+directions and, when both oracles are installed, against the other one. Training references
+apply the spec's optimizer (optim.py) in float64 and round parameters and state to the case's
+dtype after each step, as storage at that dtype does.
+
+NumPy here runs with one BLAS thread: the parent must not leave spinning BLAS threads on the
+cores while a worker is being timed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from pytest_mlbench import data
+from pytest_mlbench.checks import assert_close, assert_grad_matches_finite_differences
+from pytest_mlbench.engine.launcher import Pool, WorkerSpec
+from pytest_mlbench.errors import Unavailable
+from pytest_mlbench.optim import Optimizer
+from pytest_mlbench.workload import Arrays, Shape, Task, Workload
+
+BACKENDS = ("jax", "torch")
+FD = {"rtol": 1e-5, "atol": 1e-9}  # finite differences of float64 functions
+CROSS = {"rtol": 1e-9, "atol": 1e-12}  # two float64 autodiff systems on the same function
+
+
+@contextlib.contextmanager
+def one_blas_thread() -> Iterator[None]:
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl is a dependency
+        yield
+        return
+    with threadpool_limits(limits=1):
+        yield
+
+
+class OracleService:
+    """Long-lived oracle workers, one per installed backend, started on first use."""
+
+    def __init__(self, python: str = "", path: tuple[str, ...] = ()) -> None:
+        self.pools: dict[str, Pool] = {}
+        self.python, self.path = python, path
+
+    @property
+    def backends(self) -> list[str]:
+        return [b for b in BACKENDS if importlib.util.find_spec(b) is not None]
+
+    def call(self, command: str, payload: Any, backend: str | None = None) -> Any:
+        name = backend or (self.backends[:1] or [None])[0]
+        if name is None:
+            raise Unavailable("this workload's reference comes from an autodiff oracle: "
+                              "pip install 'pytest-mlbench[jax]' (or [torch])")
+        if name not in self.pools:
+            spec = WorkerSpec("pytest_mlbench.engine.oracle:build", 1, {"backend": name},
+                              {"JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEVICES": ""},
+                              self.python, self.path)
+            pool = Pool(spec, start_timeout=180.0, timeout=600.0)
+            pool.start()
+            self.pools[name] = pool
+        return self.pools[name].call(command, payload)[0]
+
+    def pause(self) -> None:
+        for pool in self.pools.values():
+            pool.pause()
+
+    def close(self) -> None:
+        for pool in self.pools.values():
+            pool.close()
+        self.pools.clear()
+
+
+class Reference:
+    """The reference of one workload at one shape and seed, from a catalogue folder."""
+
+    def __init__(self, workload: Workload, shape: Shape, seed: int, folder: str,
+                 oracle: OracleService) -> None:
+        self.workload, self.shape, self.seed = workload, shape, seed
+        self.folder, self.oracle = folder, oracle
+        self._cache: dict[tuple[Any, ...], Any] = {}
+        self.verified: set[str] = set()
+
+    def _cached(self, key: tuple[Any, ...], make: Any) -> Any:
+        if key not in self._cache:
+            if len(self._cache) > 64:
+                self._cache.pop(next(iter(self._cache)))
+            with one_blas_thread():
+                self._cache[key] = make()
+        return self._cache[key]
+
+    # -- values -------------------------------------------------------------------------------
+
+    def loss_and_grad(self, params: Arrays, inputs: Arrays) -> tuple[float, Arrays]:
+        """At float64 params and data: the loss and its gradient (hand, else oracle)."""
+        p, d = data.widen(params), data.widen(inputs)
+        key = ("grad", data.digest(p, d))
+        if self.workload.hand_gradient:
+            return self._cached(key, lambda: (self.workload.reference_loss(p, d),
+                                              self.workload.grad(p, d)))  # type: ignore[misc]
+        return self._cached(key, lambda: self.oracle.call("value_and_grad", (self.folder, p, d)))
+
+    def train(self, optimizer: Optimizer, params: Arrays, state: Arrays, inputs: Arrays,
+              steps: int, dtype: Any) -> tuple[list[float], Arrays, Arrays]:
+        """Losses before each of ``steps`` optimizer steps, and the params and state after,
+        each step in float64 then rounded to ``dtype`` as storage at that dtype rounds."""
+        current, st = data.widen(params), {k: np.asarray(v, np.float64) for k, v in state.items()}
+        if not st:
+            st = optimizer.init_state(current)
+        losses = []
+        for _ in range(steps):
+            loss, grads = self.loss_and_grad(current, inputs)
+            losses.append(float(loss))
+            new, st = optimizer.update(current, grads, st)
+            current = _round(new, dtype)
+            st = {k: (v if k == "count" else _round({k: v}, dtype)[k]) for k, v in st.items()}
+        return losses, current, st
+
+    def expected(self, task: Task, params: Arrays, inputs: Arrays, probe: Arrays) -> Any:
+        """What an inference or transform call must return for ``probe``."""
+        p, d, q = data.widen(params), data.widen(inputs), data.widen(probe)
+        key = (task.label, data.digest(p, d, q))
+        return self._cached(key, lambda: self._expected(task, p, d, q))
+
+    def _expected(self, task: Task, p: Arrays, d: Arrays, q: Arrays) -> Any:
+        w = self.workload
+        if task.kind == "infer":
+            return np.asarray(w.forward(np, p, {**d, **q}), np.float64)  # type: ignore[misc]
+        name = task.transform
+        if name in ("jacfwd", "jacrev"):
+            return self.oracle.call("jacobian", (self.folder, p, {**d, **q}))
+        if name == "vjp":
+            return self.oracle.call("vjp", (self.folder, p, d, q["u"]))
+        return self.oracle.call(name, (self.folder, p, d, q))
+
+    # -- verification ---------------------------------------------------------------------------
+
+    def verify(self, task: Task, inputs: Arrays, params: Arrays, probe: Arrays | None) -> None:
+        """Once per task: the reference agrees with finite differences of the NumPy model
+        (and the two oracles agree with each other when both are installed)."""
+        if task.label in self.verified:
+            return
+        with one_blas_thread():
+            self._verify(task, data.widen(inputs), data.widen(params),
+                         data.widen(probe) if probe else None)
+        self.verified.add(task.label)
+
+    def _verify(self, task: Task, d: Arrays, p: Arrays, q: Arrays | None) -> None:
+        w, where = self.workload, f"{self.workload.name} reference"
+        rng = data.generator(self.seed, w.name, self.shape.label, "finite-differences",
+                             task.label)
+        if task.kind == "train":
+            self._verify_gradient(d, p, rng, where)
+        elif task.kind == "transform":
+            assert q is not None
+            verify_transform(self, task, d, p, q, rng, where)
+        self._cross_check(task, d, p, q, where)
+
+    def _verify_gradient(self, d: Arrays, p: Arrays, rng: np.random.Generator,
+                         where: str) -> None:
+        w = self.workload
+        if w.reference_checks is not None:
+            checks = w.reference_checks(p, d)
+        else:
+            checks = [("", lambda q: w.reference_loss(q, d), None)]
+        grad = self.loss_and_grad(p, d)[1]
+        for what, loss, expected in checks:
+            assert_grad_matches_finite_differences(
+                loss, grad if expected is None else expected, p, rng=rng,
+                where=f"{where} gradient{f' of {what}' if what else ''}", **FD)
+
+    def _cross_check(self, task: Task, d: Arrays, p: Arrays, q: Arrays | None,
+                     where: str) -> None:
+        """The second oracle computes the same quantity from the same model."""
+        uses_oracle = task.kind == "transform" or (task.kind == "train"
+                                                   and not self.workload.hand_gradient)
+        if not uses_oracle or len(self.oracle.backends) < 2:
+            return
+        first, second = self.oracle.backends[:2]
+        payload, command = self._payload(task, d, p, q)
+        a = self.oracle.call(command, payload, first)
+        b = self.oracle.call(command, payload, second)
+        a, b = (x[1] if command == "value_and_grad" else x for x in (a, b))
+        _assert_same(a, b, where=f"{where}: {first} and {second} oracles disagree on "
+                                 f"{command}")
+
+    def _payload(self, task: Task, d: Arrays, p: Arrays, q: Arrays | None,
+                 ) -> tuple[tuple[Any, ...], str]:
+        if task.kind == "train":
+            return (self.folder, p, d), "value_and_grad"
+        assert q is not None
+        if task.transform in ("jacfwd", "jacrev"):
+            return (self.folder, p, {**d, **q}), "jacobian"
+        if task.transform == "vjp":
+            return (self.folder, p, d, q["u"]), "vjp"
+        return (self.folder, p, d, q), str(task.transform)
+
+
+def verify_transform(ref: Reference, task: Task, d: Arrays, p: Arrays, q: Arrays,
+                     rng: np.random.Generator, where: str) -> None:
+    """Each transform against central differences of the NumPy model (float64)."""
+    w, name = ref.workload, task.transform
+
+    def forward(params: Arrays, inputs: Arrays = d) -> np.ndarray:
+        return np.asarray(w.forward(np, params, inputs), np.float64)  # type: ignore[misc]
+
+    got = ref.expected(task, p, d, q)
+    if name == "jvp":
+        _fd_close(lambda e: forward(_axpy(p, q, e)), got, where=f"{where} jvp", unit=_scale(p))
+    elif name == "hvp":
+        ref._verify_gradient(d, p, rng, where)
+        _fd_close(lambda e: _flat(ref.loss_and_grad(_axpy(p, q, e), d)[1]), _flat(got),
+                  where=f"{where} hvp (finite differences of the verified gradient)",
+                  unit=_scale(p))
+    elif name == "vjp":
+        v = {k: rng.standard_normal(a.shape) for k, a in p.items()}
+        lhs = sum(float(np.vdot(got[k], v[k])) for k in p)
+        _fd_close(lambda e: np.asarray(float(np.vdot(q["u"], forward(_axpy(p, v, e))))),
+                  np.asarray(lhs), where=f"{where} vjp (<vjp(u), v> = <u, jvp(v)>)",
+                  unit=_scale(p))
+    else:
+        key = w.input_keys[0]
+        x = q[key]
+        dx = rng.standard_normal(x.shape)
+        expected = np.einsum(got.reshape(x.shape[0], -1, int(np.prod(x.shape[1:]))),
+                             [0, 1, 2], dx.reshape(x.shape[0], -1), [0, 2], [0, 1])
+        _fd_close(lambda e: forward(p, {**d, **q, key: x + e * dx}).reshape(x.shape[0], -1),
+                  expected, where=f"{where} {name} (Jacobian times a direction)",
+                  unit=float(np.std(x)) or 1.0)
+
+
+def _axpy(p: Arrays, v: Arrays, eps: float) -> Arrays:
+    return {k: a + eps * v[k] for k, a in p.items()}
+
+
+def _flat(tree: Mapping[str, np.ndarray]) -> np.ndarray:
+    return np.concatenate([np.ravel(tree[k]) for k in sorted(tree)])
+
+
+def _scale(p: Arrays) -> float:
+    size = np.sqrt(sum(float(np.sum(np.square(a))) for a in p.values()))
+    return float(size / np.sqrt(max(sum(a.size for a in p.values()), 1))) or 1.0
+
+
+def _fd_close(f: Any, expected: np.ndarray, *, where: str, unit: float) -> None:
+    """Central differences of ``f`` at 0 agree with ``expected`` at one of several steps
+    (large to small: a kink crossed by a large step is not crossed by a smaller one)."""
+    last: AssertionError | None = None
+    for rel in (1e-4, 1e-5, 1e-6, 1e-7):
+        eps = rel * unit
+        numeric = (np.asarray(f(eps)) - np.asarray(f(-eps))) / (2 * eps)
+        try:
+            assert_close(numeric, expected, where=f"{where}, eps {eps:.2g}", **FD)
+            return
+        except AssertionError as exc:
+            last = exc
+    assert last is not None
+    raise last
+
+
+def _assert_same(a: Any, b: Any, *, where: str) -> None:
+    if isinstance(a, Mapping):
+        for k in sorted(a):
+            assert_close(b[k], a[k], where=f"{where} ({k})", **CROSS)
+    else:
+        assert_close(b, a, where=where, **CROSS)
+
+
+def _round(tree: Mapping[str, np.ndarray], dtype: Any) -> Arrays:
+    return {k: np.asarray(v).astype(dtype).astype(np.float64) for k, v in tree.items()}

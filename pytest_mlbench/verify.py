@@ -1,0 +1,242 @@
+"""What is checked of one case, in its kind's language, from what its worker reported.
+
+Before timing: the start is the seeded bytes; for a training step, loss and gradient at the
+start, the optimizer's hyper-parameters, the first step's displacement and optimizer state, a
+short trajectory; for inference and transforms, the first probe's result. While timed:
+audited rounds (chosen at random, seeded; the implementation cannot tell them apart) must have
+done the reference's work from where they started. After timing: nothing compiled while timed
+(nothing at all for eager), the precision policy and dtypes held, the framework's census of
+trainable elements equals the spec's, and a training step's loss and gradient are right where
+training has taken the parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from pytest_mlbench import data
+from pytest_mlbench.checks import (
+    assert_census,
+    assert_close,
+    assert_dtypes,
+    assert_eager,
+    assert_identical,
+    assert_no_retrace,
+    assert_same_keys,
+    assert_trajectory_close,
+    assert_trees_close,
+    assert_variant_applied,
+)
+from pytest_mlbench.case import CaseId
+from pytest_mlbench.optim import check_hyperparameters
+from pytest_mlbench.precision import Policy, numpy_dtype
+from pytest_mlbench.reference import Reference
+from pytest_mlbench.workload import Arrays, Tolerances
+
+Snapshot = Mapping[str, Arrays]  # {"params": ..., "state": ...}
+
+
+@dataclass
+class Context:
+    cid: CaseId
+    reference: Reference
+    policy: Policy
+    tol: Tolerances
+    inputs: Arrays  # the seeded data at the policy's dtype
+    params: Arrays  # the seeded params at the policy's dtype
+    where: str
+
+    @property
+    def dtype(self) -> Any:
+        return numpy_dtype(self.policy)
+
+    @property
+    def size(self) -> int:
+        return sum(int(v.size) for v in self.params.values())
+
+    def eps(self) -> float:
+        if self.policy.dtype == "bfloat16":
+            import ml_dtypes
+
+            return float(ml_dtypes.finfo(ml_dtypes.bfloat16).eps)
+        return float(np.finfo(self.policy.dtype).eps)
+
+
+# -- before timing --------------------------------------------------------------------------------
+
+def check_start(ctx: Context, start: Mapping[str, Any]) -> None:
+    """Same bytes for every framework; the optimizer's own settings; the census."""
+    if start["digest"] != data.digest(ctx.inputs, ctx.params):
+        raise AssertionError(f"{ctx.where}: the worker built its case from other data "
+                             f"(digest {start['digest']} != {data.digest(ctx.inputs, ctx.params)})")
+    assert_identical(start["snapshot"]["params"], ctx.params, where=f"{ctx.where} initial params")
+    optimizer = ctx.cid.task.optimizer
+    if optimizer is not None:
+        expected = optimizer.init_state(ctx.params)
+        assert_same_keys(start["snapshot"]["state"], expected,
+                         where=f"{ctx.where} {optimizer.name} state (state() names)")
+        for key, value in start["snapshot"]["state"].items():
+            if np.any(np.asarray(value, np.float64) != 0):
+                raise AssertionError(f"{ctx.where} {optimizer.name} state {key}: does not start "
+                                     "at zero")
+        if start["hyperparameters"] is not None:
+            check_hyperparameters(start["hyperparameters"], optimizer, where=ctx.where)
+        elif optimizer.slots:
+            raise AssertionError(f"{ctx.where}: the {optimizer.name} optimizer's "
+                                 "hyper-parameters are not reported; add hyperparameters() "
+                                 "reading them back from the framework's optimizer")
+    check_census(ctx, start["census"], "at the start")
+
+
+def check_census(ctx: Context, census: Any, when: str) -> None:
+    if census is not None:
+        found, what = census
+        assert_census(found, ctx.size, what=what, where=f"{ctx.where} {when}")
+
+
+def check_gradient(ctx: Context, found: Mapping[str, Any]) -> None:
+    """Loss and gradient at the seeded start against the float64 reference."""
+    loss, grads = ctx.reference.loss_and_grad(ctx.params, ctx.inputs)
+    tol = ctx.tol.grad
+    assert_close(found["loss"], loss, rtol=tol.rtol, atol=tol.atol,
+                 where=f"{ctx.where} loss at the start")
+    assert_trees_close(found["grads"], grads, rtol=tol.rtol, atol=tol.atol,
+                       where=f"{ctx.where} gradient of")
+
+
+def check_steps(ctx: Context, first: Mapping[str, Any], rest: Mapping[str, Any] | None) -> None:
+    """The first optimizer step moves the parameters (and state) as the reference's; the
+    losses of the checked steps follow the reference trajectory."""
+    opt = ctx.cid.task.optimizer
+    assert opt is not None
+    steps = ctx.cid.workload.check_steps
+    assert_dtypes(first["dtypes"], ctx.policy.dtype, where=f"{ctx.where} params after the "
+                                                          "first step")
+    label = f"first {opt.name} step ({opt.describe()})"
+    assert_moved_like_reference(ctx, {"params": ctx.params, "state": {}}, first["snapshot"], 1,
+                                where=f"{ctx.where} {label}")
+    losses = list(first["losses"]) + list(rest["losses"] if rest else [])
+    ref_losses, _, _ = ctx.reference.train(opt, ctx.params, {}, ctx.inputs, len(losses),
+                                           ctx.dtype)
+    tol = ctx.tol.trajectory
+    assert_trajectory_close(losses, ref_losses, rtol=tol.rtol, atol=tol.atol,
+                            where=f"{ctx.where} trajectory")
+    if rest is not None:
+        assert_moved_like_reference(ctx, {"params": ctx.params, "state": {}}, rest["snapshot"],
+                                    steps, where=f"{ctx.where} after {steps} steps")
+
+
+def assert_moved_like_reference(ctx: Context, before: Snapshot, after: Snapshot, steps: int, *,
+                                where: str) -> None:
+    """The displacement of every parameter over ``steps`` steps from ``before`` matches the
+    reference's from the same point, and so does the optimizer state.
+
+    Displacements, not values: updates are far smaller than the weights, so comparing values
+    would hide a wrong learning rate (or a step that did nothing). Storage at the dtype adds up
+    to half a unit in the last place per element and step, which the tolerance allows."""
+    opt = ctx.cid.task.optimizer
+    assert opt is not None
+    tol = ctx.tol.trajectory
+    start = data.widen(before["params"])
+    _, ref_params, ref_state = ctx.reference.train(opt, before["params"], before["state"],
+                                                   ctx.inputs, steps, ctx.dtype)
+    assert_same_keys(after["params"], start, where=f"{where}, parameters")
+    for key in sorted(start):
+        moved = data.widen({key: after["params"][key]})[key] - start[key]
+        ref_moved = ref_params[key] - start[key]
+        rounding = steps * ctx.eps() * float(np.linalg.norm(start[key]))
+        assert_close(moved, ref_moved, rtol=tol.rtol, atol=tol.atol, rounding=rounding,
+                     where=f"{where}, displacement of {key}")
+    if opt.slots:
+        assert_same_keys(after["state"], ref_state, where=f"{where}, {opt.name} state")
+        for key in sorted(ref_state):
+            if key == "count":
+                if float(after["state"][key]) != float(ref_state[key]):
+                    raise AssertionError(f"{where}: {opt.name} step count is "
+                                         f"{float(after['state'][key]):g}, the reference's "
+                                         f"{float(ref_state[key]):g}")
+                continue
+            assert_close(after["state"][key], ref_state[key], rtol=tol.rtol, atol=tol.atol,
+                         rounding=steps * ctx.eps() * float(np.linalg.norm(ref_state[key])),
+                         where=f"{where}, {opt.name} state {key}")
+
+
+def check_output(ctx: Context, found: Any, index: int, what: str) -> None:
+    """An inference or transform result for probe ``index`` against the reference."""
+    cid = ctx.cid
+    probe = probe_of(ctx, index)
+    expected = ctx.reference.expected(cid.task, ctx.params, ctx.inputs, probe)
+    tol = ctx.tol.grad
+    label = f"{ctx.where} {cid.task.describe()} {what}"
+    if isinstance(expected, Mapping):
+        assert_trees_close(found, expected, rtol=tol.rtol, atol=tol.atol, where=label)
+    else:
+        assert_close(found, expected, rtol=tol.rtol, atol=tol.atol, where=label)
+
+
+def probe_of(ctx: Context, index: int) -> Arrays:
+    cid = ctx.cid
+    outputs = None
+    if cid.task.transform == "vjp":
+        out = cid.workload.forward(np, data.widen(ctx.params), data.widen(ctx.inputs))
+        outputs = tuple(np.shape(out))
+    return data.probe(cid.workload, cid.shape, cid.task, ctx.reference.seed, index, ctx.policy,
+                      data.widen(ctx.params), outputs)
+
+
+# -- while timed -----------------------------------------------------------------------------------
+
+def audit(ctx: Context, round_no: int, calls: int, before: Any, after: Any,
+          call: int | None) -> None:
+    """An audited round did the reference's work: ``calls`` optimizer steps from the state it
+    started in, or the right result for the probe of its call ``call``."""
+    label = (f"{ctx.where} timed round {round_no} (audited): the implementation did less or "
+             "different work while timed than the checked steps showed;")
+    try:
+        if ctx.cid.task.kind == "train":
+            assert_moved_like_reference(ctx, before, after, calls,
+                                        where=f"{label} {calls} step(s) from the round's start")
+        else:
+            assert call is not None
+            check_output(ctx, after, round_no * calls + call,
+                         f"of call {call} (probe {round_no * calls + call})")
+    except AssertionError as exc:
+        raise AssertionError(str(exc)) from None
+
+
+# -- after timing ------------------------------------------------------------------------------------
+
+def check_finish(ctx: Context, finish: Mapping[str, Any]) -> None:
+    cid = ctx.cid
+    compiles = finish["compiles"]
+    assert_variant_applied(finish["traces"], cid.variant, where=ctx.where)
+    assert_eager(compiles, cid.variant, where=ctx.where)
+    assert_no_retrace(compiles.get("timing", 0), 0, where=ctx.where)
+    if finish["policy"]:
+        raise AssertionError(f"{ctx.where}: precision policy {ctx.policy.name} no longer holds "
+                             f"after timing: {finish['policy']}")
+    if cid.task.kind == "train":
+        assert_dtypes(finish["dtypes"], ctx.policy.dtype, where=f"{ctx.where} params after "
+                                                                "timing")
+        check_trained(ctx, finish)
+    check_census(ctx, finish["census"], "after timing")
+
+
+def check_trained(ctx: Context, finish: Mapping[str, Any]) -> None:
+    """Loss and gradient where training has taken the parameters. The tolerance's absolute
+    part scales with the start gradient, so a run near convergence (small gradients) passes;
+    a hidden parameter or a precision change made after the checks does not."""
+    params = finish["snapshot"]["params"]
+    loss, grads = ctx.reference.loss_and_grad(params, ctx.inputs)
+    _, start = ctx.reference.loss_and_grad(ctx.params, ctx.inputs)
+    tol = ctx.tol.grad
+    found = finish["trained"]
+    assert_close(found["loss"], loss, rtol=tol.rtol, atol=tol.atol,
+                 where=f"{ctx.where} loss where training took the parameters")
+    scales = {k: float(np.linalg.norm(v)) for k, v in start.items()}
+    assert_trees_close(found["grads"], grads, rtol=tol.rtol, atol=tol.atol, scales=scales,
+                       where=f"{ctx.where} gradient where training took the parameters, of")
