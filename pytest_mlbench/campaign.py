@@ -9,6 +9,10 @@ other worker stopped (SIGSTOP), so a slow period of the host falls on every impl
 alike instead of on whichever ran then. Compile time is the first pass's; later passes use
 the frameworks' compile caches where they have them.
 
+An A/B session has two lanes, the base revision's cases and this one's: their workers live
+side by side, a case's base and head turns follow each other (ABAB, the order alternating by
+cycle), and pass i of the base pairs with pass i of the head.
+
 Each pass also measures the machine's matrix-multiply peak per framework and dtype in use; the
 best is the session's peak, against which every case's GFLOP/s is judged plausible.
 """
@@ -40,7 +44,10 @@ from pytest_mlbench.precision import POLICIES
 from pytest_mlbench.record import Identity, Measure, Record
 from pytest_mlbench.reference import OracleService, Reference
 
-CYCLES = 5  # interleaving cycles per pass: each case takes a turn in every cycle
+# interleaving cycles per pass: each case takes a turn in every cycle; even, so that the two
+# sides of an A/B pair go first equally often (ABAB..., then BABA...)
+CYCLES = 6
+LONG_S = 10.0  # a case whose timing is expected to take longer says so as it starts
 PLAUSIBLE_MARGIN = 0.25  # GFLOP/s above the session's measured peak by more than this fails
 
 
@@ -58,6 +65,15 @@ class Plan:
     min_rounds: int  # per pass
 
 
+@dataclass(frozen=True)
+class Lane:
+    """One side's cases: this revision's (the default side) or, for A/B, the base's."""
+
+    side: Side
+    catalogue: Catalogue
+    cases: tuple[CaseId, ...]
+
+
 @dataclass
 class Outcome:
     status: str  # passed, failed, skipped, error
@@ -71,6 +87,7 @@ class CaseState:
     """What a case has collected over the passes."""
 
     cid: CaseId
+    lane: Lane
     passes: list[list[float]] = field(default_factory=list)
     cycles: list[list[int]] = field(default_factory=list)
     compile_s: float | None = None
@@ -84,17 +101,25 @@ class CaseState:
     def alive(self) -> bool:
         return self.outcome is None
 
+    @property
+    def key(self) -> str:
+        return key_of(self.lane.side, self.cid)
+
+
+def key_of(side: Side, cid: CaseId) -> str:
+    return f"{side.name}|{cid.name}" if side.name else cid.name
+
 
 class Campaign:
-    def __init__(self, cases: Sequence[CaseId], plan: Plan, catalogue: Catalogue,
-                 registry: Mapping[str, str], oracle: OracleService,
-                 progress: Callable[[str], None] = lambda line: None,
-                 side: Side | None = None) -> None:
-        self.plan, self.catalogue, self.registry = plan, catalogue, registry
-        self.oracle, self.progress = oracle, progress
-        self.side = side or Side(root=str(catalogue.root))
-        self.states = {c.name: CaseState(c) for c in cases}
-        self.references: dict[tuple[str, str], Reference] = {}
+    def __init__(self, lanes: Sequence[Lane], plan: Plan, registry: Mapping[str, str],
+                 oracle: OracleService, progress: Callable[[str], None] = lambda line: None,
+                 ) -> None:
+        self.plan, self.registry, self.oracle, self.progress = plan, registry, oracle, progress
+        self.states: dict[str, CaseState] = {}
+        for lane in lanes:
+            for cid in lane.cases:
+                self.states[key_of(lane.side, cid)] = CaseState(cid, lane)
+        self.references: dict[tuple[str, str, str], Reference] = {}
         self.contexts: dict[str, verify.Context] = {}
         self.peaks: dict[str, float] = {}
         self.pools: dict[PoolKey, FrameworkPool] = {}
@@ -103,6 +128,7 @@ class Campaign:
     # -- the whole campaign ---------------------------------------------------------------------
 
     def run(self) -> dict[str, Outcome]:
+        """Every case's outcome, by ``key_of(side, case)`` (the case name on the default side)."""
         started = time.monotonic()
         passes = self.plan.processes if self.plan.timing else 1
         try:
@@ -111,15 +137,17 @@ class Campaign:
         finally:
             self._close_pools()
             self.oracle.close()
-        return {name: self._outcome(state) for name, state in self.states.items()}
+        return {key: self._outcome(state) for key, state in self.states.items()}
 
     def _pass(self, p: int, passes: int, started: float) -> None:
-        for group, cases in self._groups():
-            alive = [c for c in cases if self.states[c.name].alive]
+        done = p * len(self._groups())
+        for group, states in self._groups():
+            alive = [s for s in states if s.alive]
             if not alive:
                 continue
             begun = time.monotonic()
-            runs = [run for run in (self._prepare(c, p) for c in alive) if run is not None]
+            runs = [run for run in (self._prepare(s, p) for s in alive) if run is not None]
+            self._announce(runs, p, passes)
             if self.plan.timing and runs:
                 self._measure_peaks(runs)
                 self._interleave(runs, p)
@@ -130,26 +158,45 @@ class Campaign:
             for run in runs:
                 self._finish(run, p)
             self._close_pools(dp_only=True)
-            self.progress(f"mlbench [pass {p + 1}/{passes}] {group}: {len(runs)} case(s) in "
-                          f"{time.monotonic() - begun:.1f} s ({time.monotonic() - started:.0f} "
-                          "s so far)")
+            done += 1
+            self.progress(f"mlbench [process {p + 1}/{passes}] {group}: {len(runs)} case(s) "
+                          f"checked{' and timed' if self.plan.timing else ''} in "
+                          f"{time.monotonic() - begun:.1f} s; {self._eta(started, done, p)}")
         self._close_pools()
 
-    def _groups(self) -> list[tuple[str, list[CaseId]]]:
-        groups: dict[str, list[CaseId]] = {}
+    def _eta(self, started: float, done: int, p: int) -> str:
+        total = len(self._groups()) * (self.plan.processes if self.plan.timing else 1)
+        spent = time.monotonic() - started
+        left = spent / max(done, 1) * (total - done)
+        return f"{spent:.0f} s so far, about {left:.0f} s left" if done < total else \
+            f"{spent:.0f} s in all"
+
+    def _announce(self, runs: Sequence[CaseRun], p: int, passes: int) -> None:
+        """Long cases (paper sizes) say what they will do, and about how long it takes."""
+        for run in runs:
+            expected = run.round_s * self.rounds_for(run) if self.plan.timing else run.round_s
+            if expected > LONG_S:
+                compile_s = f", compiled in {run.compile_s:.1f} s" if run.compile_s else ""
+                self.progress(f"mlbench [process {p + 1}/{passes}] {run.spec['name']}: checked"
+                              f"{compile_s}; timing {self.rounds_for(run)} round(s) of about "
+                              f"{run.round_s:.1f} s (about {expected:.0f} s)")
+
+    def _groups(self) -> list[tuple[str, list[CaseState]]]:
+        groups: dict[str, list[CaseState]] = {}
         for state in self.states.values():
-            groups.setdefault(state.cid.group, []).append(state.cid)
+            groups.setdefault(state.cid.group, []).append(state)
         return list(groups.items())
 
     # -- pools ----------------------------------------------------------------------------------
 
-    def _pool(self, cid: CaseId, p: int) -> FrameworkPool:
-        key = PoolKey(cid.framework, cid.workers, self.side.name)
+    def _pool(self, state: CaseState, p: int) -> FrameworkPool:
+        cid, side = state.cid, state.lane.side
+        key = PoolKey(cid.framework, cid.workers, side.name)
         pool = self.pools.get(key)
         if pool is None or pool.pool is None:
             self._pause_all()
             pool = FrameworkPool(key, self.registry[cid.framework], self.plan.threads,
-                                 self.plan.affinity, warm_caches=p > 0, side=self.side)
+                                 self.plan.affinity, warm_caches=p > 0, side=side)
             pool.start()
             self.pools[key] = pool
         return pool
@@ -174,34 +221,38 @@ class Campaign:
 
     # -- one case ---------------------------------------------------------------------------------
 
-    def _context(self, cid: CaseId) -> verify.Context:
-        if cid.name not in self.contexts:
+    def _context(self, state: CaseState) -> verify.Context:
+        cid, lane = state.cid, state.lane
+        if state.key not in self.contexts:
             policy = POLICIES[cid.precision]
             inputs, params = data.seeded_start(cid.workload, cid.shape, self.plan.seed, policy)
-            key = (cid.workload.name, cid.shape.label)
-            if key not in self.references:
-                self.references[key] = Reference(
+            ref_key = (lane.side.name, cid.workload.name, cid.shape.label)
+            if ref_key not in self.references:
+                self.references[ref_key] = Reference(
                     cid.workload, cid.shape, self.plan.seed,
-                    str(self.catalogue.folder(cid.workload.name)), self.oracle)
-            self.contexts[cid.name] = verify.Context(
-                cid, self.references[key], policy,
+                    str(lane.catalogue.folder(cid.workload.name)), self.oracle)
+            side = f" [{lane.side.name}]" if lane.side.name else ""
+            self.contexts[state.key] = verify.Context(
+                cid, self.references[ref_key], policy,
                 tolerances(cid.precision, cid.workload.tolerances), inputs, params,
-                f"{cid.framework} {cid.variant} ({cid.name})")
-        return self.contexts[cid.name]
+                f"{cid.framework} {cid.variant} ({cid.name}){side}")
+        return self.contexts[state.key]
 
-    def _prepare(self, cid: CaseId, p: int) -> CaseRun | None:
-        state = self.states[cid.name]
+    def _prepare(self, state: CaseState, p: int) -> CaseRun | None:
+        cid = state.cid
+        run = None
         try:
             reason = cid.workload.unsupported_reason(cid.framework, cid.variant, cid.device,
                                                      cid.precision, cid.task.label)
             if reason:
                 raise Unsupported(reason)
-            ctx = self._context(cid)
+            ctx = self._context(state)
             self._verify_reference(ctx)
-            pool = self._pool(cid, p)
+            pool = self._pool(state, p)
             self._activate(pool)
-            run = CaseRun(ctx, pool, cid.spec(self.side.root, self.plan.size, self.plan.seed),
-                          cid.shape.steps_per_call)
+            spec = cid.spec(state.lane.side.root or str(state.lane.catalogue.root),
+                            self.plan.size, self.plan.seed)
+            run = CaseRun(ctx, pool, spec, cid.shape.steps_per_call)
             state.environment.setdefault("workers", [dict(i) for i in pool.info])
             run.prepare(self.plan.threads)
             state.digest = data.digest(ctx.inputs, ctx.params)
@@ -210,7 +261,7 @@ class Campaign:
             return run
         except BaseException as exc:  # noqa: BLE001 - each kind of failure is recorded below
             self._fail(state, exc)
-            self._close_case(locals().get("run"))
+            self._close_case(run)
             return None
 
     def _verify_reference(self, ctx: verify.Context) -> None:
@@ -218,8 +269,11 @@ class Campaign:
         probe = None if cid.task.kind == "train" else verify.probe_of(ctx, 0)
         ctx.reference.verify(cid.task, ctx.inputs, ctx.params, probe)
 
+    def _state(self, run: CaseRun) -> CaseState:
+        return self.states[key_of(run.pool.side, run.ctx.cid)]
+
     def _finish(self, run: CaseRun, p: int) -> None:
-        state = self.states[run.ctx.cid.name]
+        state = self._state(run)
         try:
             self._activate(run.pool)
             facts = run.finish()
@@ -256,6 +310,9 @@ class Campaign:
             for key, pool in list(self.pools.items()):
                 if key.framework == state.cid.framework:
                     pool.close()
+        elif isinstance(exc, CaseError):
+            state.outcome = Outcome("error", f"{state.cid.name}: the implementation raised "
+                                             f"{exc}")
         else:
             state.outcome = Outcome("error", f"{state.cid.name}: {type(exc).__name__}: {exc}")
 
@@ -263,7 +320,8 @@ class Campaign:
 
     def _measure_peaks(self, runs: Sequence[CaseRun]) -> None:
         """Each framework's best matmul at each dtype in use; the session keeps the best."""
-        wanted = {(run.pool.key, run.ctx.policy.dtype) for run in runs if run.pool.key.workers == 1}
+        wanted = {(run.pool.key, run.ctx.policy.dtype) for run in runs
+                  if run.pool.key.workers == 1}
         for key, dtype in sorted(wanted, key=str):
             if (key, dtype) in self.checked_peaks:
                 continue
@@ -285,25 +343,31 @@ class Campaign:
         return max(self.plan.min_rounds, math.ceil(budget / max(run.round_s, 1e-6)))
 
     def _interleave(self, runs: Sequence[CaseRun], p: int) -> None:
-        rounds = {id(r): self.rounds_for(r) for r in runs}
+        by_case: dict[str, list[CaseRun]] = {}
         for run in runs:
-            rng = data.generator(self.plan.seed, run.spec["name"], "audit", str(p))
-            total = rounds[id(run)]
-            count = min(total, 1 + total // 50)
-            run.audits = {int(r) for r in rng.choice(range(1, total + 1), count, replace=False)}
-        per_turn = {id(r): math.ceil(rounds[id(r)] / CYCLES) for r in runs}
-        live = list(runs)
+            by_case.setdefault(run.ctx.cid.name, []).append(run)
+        # the sides of an A/B pair take as many rounds as each other: the slower side's count
+        rounds = {name: max(self.rounds_for(r) for r in pair) for name, pair in by_case.items()}
+        for run in runs:
+            self._choose_audits(run, rounds[run.ctx.cid.name], p)
+        per_turn = {name: math.ceil(n / CYCLES) for name, n in rounds.items()}
+        names = list(by_case)
         for cycle in range(CYCLES):
             order = data.generator(self.plan.seed, "cycle", str(p), str(cycle)).permutation(
-                len(live))
+                len(names))
             for i in order:
-                self._turn(live[i], min(per_turn[id(live[i])],
-                                        rounds[id(live[i])] - live[i].rounds_done), cycle)
-            live = [r for r in live if r.rounds_done < rounds[id(r)]
-                    and self.states[r.ctx.cid.name].alive]
+                pair = by_case[names[i]]
+                for run in (pair if cycle % 2 == 0 else pair[::-1]):  # ABAB, then BABA
+                    left = rounds[names[i]] - run.rounds_done
+                    self._turn(run, min(per_turn[names[i]], left), cycle)
+
+    def _choose_audits(self, run: CaseRun, total: int, p: int) -> None:
+        rng = data.generator(self.plan.seed, run.spec["name"], "audit", str(p))
+        count = min(total, 1 + total // 50)
+        run.audits = {int(r) for r in rng.choice(range(1, total + 1), count, replace=False)}
 
     def _turn(self, run: CaseRun, count: int, cycle: int) -> None:
-        state = self.states[run.ctx.cid.name]
+        state = self._state(run)
         if count <= 0 or not state.alive:
             return
         self._activate(run.pool)
@@ -352,4 +416,6 @@ class Campaign:
         env = dict(state.environment)
         env.update({"affinity": self.plan.affinity, "processes": len(state.passes),
                     "seed": self.plan.seed, "size": self.plan.size})
+        if state.lane.side.name:
+            env["side"] = state.lane.side.name
         return Record(identity, cid.name, measure, state.checks, env)

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from pytest_mlbench import (
+    ab,
     baseline_sessions,
     data,
     frameworks,
@@ -70,10 +71,12 @@ def pytest_configure(config: pytest.Config) -> None:
         gate_settings = build_gate_settings(_raw(config, gate_option_table()))
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
-    config.stash[STATE] = RunState(config, settings, registry)
+    state = config.stash[STATE] = RunState(config, settings, registry)
     config.addinivalue_line("markers", MARKER)
     config.addinivalue_line("markers", baseline_sessions.MARKER)
     baseline_sessions.register(config, gate_settings)  # --mlbench-save, --mlbench-gate
+    if settings.ab:
+        state.ab, state.base = ab.register(config, settings.ab, gate_settings, state.root)
 
 
 def _raw(config: pytest.Config, table: tuple[Option, ...]) -> dict[str, Any]:
@@ -249,6 +252,7 @@ def mlbench_workload(request: pytest.FixtureRequest) -> WorkloadReference:
 
 # -- results ------------------------------------------------------------------------------------
 
+@pytest.hookimpl(optionalhook=True)  # pytest-benchmark may be disabled (-p no:benchmark)
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
     state = config.stash.get(STATE, None)
     if state is not None and state.own_items:  # other projects' JSON stays as it was

@@ -9,6 +9,7 @@ starts a worker and never adds anything to pytest-benchmark's output.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,9 @@ from typing import Any
 import pytest
 
 from pytest_mlbench import catalogue, frameworks, parametrize
-from pytest_mlbench.campaign import Campaign, Outcome, Plan
+from pytest_mlbench.ab import BASE, ABSession, BaseSide
+from pytest_mlbench.campaign import Campaign, Lane, Outcome, Plan, key_of
+from pytest_mlbench.engine.workers import Side
 from pytest_mlbench.case import CaseId
 from pytest_mlbench.options import Settings
 from pytest_mlbench.record import Record
@@ -36,6 +39,8 @@ class RunState:
         self.outcomes: dict[str, Outcome] | None = None
         self.records: list[Record] = []
         self.oracle = OracleService()
+        self.ab: ABSession | None = None  # --mlbench-ab: the judge, and the base side
+        self.base: BaseSide | None = None
 
     @property
     def root(self) -> Path:
@@ -47,8 +52,9 @@ class RunState:
             self._catalogue = catalogue.discover(self.root, self.registry)
         return self._catalogue
 
-    def cases(self) -> list[CaseId]:
-        found = list(parametrize.enumerate_cases(self.catalogue.workloads, self.settings,
+    def cases(self, found_in: catalogue.Catalogue | None = None) -> list[CaseId]:
+        source = found_in or self.catalogue
+        found = list(parametrize.enumerate_cases(source.workloads, self.settings,
                                                  self.registry))
         self.config.hook.pytest_mlbench_modify_cases(config=self.config, cases=found)
         return found
@@ -71,20 +77,45 @@ class RunState:
                         if isinstance(c, CaseId) and not _skipped(c, self.registry)]
             runnable = {c.name: c for c in selected}
             entries = {name: frameworks.entry(self.registry[name]) for name in self.registry}
-            campaign = Campaign(list(runnable.values()), self.plan(), self.catalogue, entries,
-                                self.oracle, self.progress)
+            lanes = [Lane(Side(root=str(self.root)), self.catalogue, tuple(runnable.values()))]
+            if self.base is not None:
+                lanes.append(self._base_lane(runnable))
+            campaign = Campaign(lanes, self.plan(), entries, self.oracle, self.progress)
             self.outcomes = campaign.run()
+            self._judge_ab(runnable)
         return self.outcomes.get(cid.name) or Outcome(
             "error", f"{cid.name} was not part of this session's campaign")
 
+    def _base_lane(self, runnable: Mapping[str, CaseId]) -> Lane:
+        """The base revision's cases of the same names, from the base's own catalogue."""
+        assert self.base is not None
+        found = catalogue.discover(Path(self.base.side.root), self.registry)
+        cases = tuple(c for c in self.cases(found) if c.name in runnable)
+        return Lane(self.base.side, found, cases)
+
+    def _judge_ab(self, runnable: Mapping[str, CaseId]) -> None:
+        if self.ab is None or self.outcomes is None:
+            return
+        base = Side(BASE)
+        self.ab.judge({name: (self.outcomes.get(key_of(base, cid)), self.outcomes[name])
+                       for name, cid in runnable.items()})
+
     def progress(self, line: str) -> None:
+        """A line on the terminal now, past pytest's output capture (the campaign runs inside
+        the first case's test), the way pytest's live logging writes."""
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
+        capture = self.config.pluginmanager.get_plugin("capturemanager")
+        if reporter is None:
+            return
+        suspended = capture.global_and_fixture_disabled() if capture else contextlib.nullcontext()
+        with suspended:
             reporter.ensure_newline()
             reporter.write_line(line)
 
     def close(self) -> None:
         self.oracle.close()
+        if self.base is not None:
+            self.base.close()
 
 
 def _case_of(item: pytest.Item) -> Any:

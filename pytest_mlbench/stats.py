@@ -12,7 +12,6 @@ Processes that disagree by more than ``UNSTABLE`` are flagged, pyperf-style, and
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -156,15 +155,3 @@ def _ratio_from(value: float, boot: np.ndarray, confidence: float) -> Ratio:
     p_slower = max(float(np.mean(boot <= 1.0)), floor)
     p_faster = max(float(np.mean(boot >= 1.0)), floor)
     return Ratio(value, min(low, value), max(high, value), p_slower, p_faster)
-
-
-def wilcoxon_slower(baseline: Samples, current: Samples) -> float:
-    """One-sided Wilcoxon signed-rank p-value that the paired current processes are slower
-    (scipy.stats; exact for small samples). 1.0 when there are no informative pairs."""
-    from scipy.stats import wilcoxon
-
-    base, cur = _clean(baseline), _clean(current)
-    diffs = [math.log(np.median(c) / np.median(b)) for b, c in zip(base, cur, strict=True)]
-    if not any(diffs):
-        return 1.0
-    return float(wilcoxon(diffs, alternative="greater").pvalue)

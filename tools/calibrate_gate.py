@@ -1,14 +1,18 @@
-"""Calibrate the regression gate on this machine (issue 4): save a baseline, then
+"""Calibrate the same-machine A/B gate on this machine (issue 10), in one command:
 
-  (a) compare the unchanged code against it ``--runs`` times: expect no failure;
-  (b) make every training step ``--slowdown`` slower (tools/mlbench_slowdown.py wraps the
-      trainers; no workload is edited) and compare ``--runs`` times: expect a failure each time.
+    python tools/calibrate_gate.py --runs 20 --slowdown 0.2 --busy
 
-Runs a small subset (``--workloads mlp`` and ``-k``) at ``--mlbench-size=default`` so the whole
-experiment takes a few minutes, in a private suites root of symlinks so half-written workloads
-elsewhere in suites/ cannot break it. Prints a Markdown summary for docs/GATE.md.
+Each trial is a real pytest session of the whole default mlp group (every implementation,
+single device) under ``--mlbench-ab=python:<this interpreter>``: the base and head sides run
+the same code, interleaved, so every verdict other than "no significant change" on an
+unchanged tree is a false alarm. Three phases, ``--runs`` sessions each:
 
-    /work/venv/bin/python tools/calibrate_gate.py --runs 20 --slowdown 0.2
+  unchanged   A/A: expect 0 failing sessions;
+  slower      the head's timed rounds made ``--slowdown`` slower (tools/slowdown): expect every
+              session to fail, every implementation SLOWER;
+  busy        A/A while a busy loop occupies one core for the whole session: expect 0.
+
+Prints a Markdown summary for docs/GATE.md (and writes every trial with --json).
 """
 
 from __future__ import annotations
@@ -20,75 +24,72 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from pytest_mlbench import gate  # noqa: E402
-from pytest_mlbench.baseline import load_run  # noqa: E402
-
-KEYWORD = "control or (mlp and (numpy or jax-jit))"
-TEST_FILES = ("suites/test_workloads.py", "suites/test_control.py")  # not other suites
+KEYWORD = "test_case and mlp- and not mlp_"  # the mlp group, not the layer-API mlp_layers
 
 
 @dataclass
 class Trial:
     phase: str
     exit_code: int
-    changes: dict[str, float]  # benchmark name -> median change
-    p_values: dict[str, float]
-    verdicts: dict[str, str]
+    seconds: float
     load: float
+    changes: dict[str, float]  # case -> change of the paired median ratio
+    verdicts: dict[str, str]
 
 
-def pytest_cmd(args: argparse.Namespace, suites: Path, baselines: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "pytest", *TEST_FILES, "-q", "-p", "no:cacheprovider",
-            f"--mlbench-size={args.size}", "-o", f"mlbench_suites={suites}",
-            f"--mlbench-baselines={baselines}", "-k", args.keyword,
-            f"--mlbench-gate-threshold={args.threshold}", *extra]
+def command(args: argparse.Namespace, out: Path) -> list[str]:
+    return [sys.executable, "-m", "pytest", "suites/test_workloads.py", "-q",
+            "-p", "no:cacheprovider", "-k", args.keyword, f"--mlbench-size={args.size}",
+            "--mlbench-workers=1", f"--mlbench-processes={args.processes}",
+            f"--mlbench-ab=python:{sys.executable}", f"--benchmark-json={out}",
+            f"--mlbench-gate-threshold={args.threshold}"]
 
 
-def run(cmd: list[str], slowdown: float) -> int:
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "tools"), MLBENCH_SLOWDOWN=str(slowdown))
-    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
-    if done.returncode not in (0, 1):  # not a verdict: show why, the caller retries
-        print("\n".join((done.stdout + done.stderr).splitlines()[-5:]), file=sys.stderr)
-    return done.returncode
-
-
-def trial(args: argparse.Namespace, suites: Path, baselines: Path, out: Path, phase: str,
-          slowdown: float) -> Trial:
-    load = os.getloadavg()[0]
-    for _ in range(3):  # a crashed run (not a gate verdict) is retried, not counted
-        code = run(pytest_cmd(args, suites, baselines, "--mlbench-gate=calib",
-                              f"--benchmark-json={out}", "-p", "mlbench_slowdown"), slowdown)
-        if code in (0, 1) and out.is_file():
-            break
-    else:
-        raise SystemExit(f"{phase}: three runs in a row crashed; see the output above")
-    base = load_run(next(baselines.glob("*/0001_calib.json")))
-    found = gate.compare_runs(base, load_run(out), threshold=float(args.threshold.strip("%")) / 100,
-                              alpha=0.01)
-    return Trial(phase, code, {c.name: c.change for c in found},
-                 {c.name: c.p_value for c in found}, {c.name: c.verdict for c in found}, load)
+def trial(args: argparse.Namespace, phase: str, out: Path) -> Trial:
+    env = dict(os.environ, MLBENCH_SLOWDOWN="0")
+    if phase == "slower":
+        env.update(MLBENCH_SLOWDOWN=str(args.slowdown),
+                   PYTHONPATH=os.pathsep.join([str(ROOT / "tools" / "slowdown"),
+                                               env.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    busy = None
+    if phase == "busy":
+        busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    load, start = os.getloadavg()[0], time.monotonic()
+    try:
+        done = subprocess.run(command(args, out), cwd=ROOT, env=env, capture_output=True,
+                              text=True)
+    finally:
+        if busy is not None:
+            busy.kill()
+            busy.wait()
+    if done.returncode not in (0, 1) or not out.is_file():
+        print("\n".join((done.stdout + done.stderr).splitlines()[-15:]), file=sys.stderr)
+        raise SystemExit(f"{phase}: the session did not reach a verdict (exit "
+                         f"{done.returncode})")
+    rows = json.loads(out.read_text()).get("mlbench_ab", [])
+    return Trial(phase, done.returncode, time.monotonic() - start, load,
+                 {r["name"]: r["change"] for r in rows if r["change"] is not None},
+                 {r["name"]: r["verdict"] for r in rows})
 
 
 def summarise(trials: list[Trial], phase: str) -> list[str]:
     mine = [t for t in trials if t.phase == phase]
     failed = sum(t.exit_code == 1 for t in mine)
-    lines = [f"**{phase}**: {failed} of {len(mine)} gate runs failed "
-             f"(exit codes {sorted({t.exit_code for t in mine})}; 1-min load "
-             f"{min(t.load for t in mine):.2f}-{max(t.load for t in mine):.2f})", "",
-             "| benchmark | median change (min / median / max) | largest p | SLOWER verdicts |",
-             "|---|---|---|---|"]
-    for name in sorted(mine[0].changes):
+    lines = [f"**{phase}**: {failed} of {len(mine)} sessions failed (1-min load at start "
+             f"{min(t.load for t in mine):.2f}-{max(t.load for t in mine):.2f}; "
+             f"{statistics.median(t.seconds for t in mine):.0f} s per session)", "",
+             "| case | change (min / median / max) | SLOWER verdicts |", "|---|---|---|"]
+    for name in sorted({n for t in mine for n in t.verdicts}):
         ch = [t.changes[name] for t in mine if name in t.changes]
-        ps = [t.p_values[name] for t in mine if name in t.p_values]
-        slow = sum(t.verdicts.get(name) == gate.FAILED for t in mine)
-        lines.append(f"| {name} | {min(ch):+.1%} / {statistics.median(ch):+.1%} / "
-                     f"{max(ch):+.1%} | {max(ps):.2g} | {slow}/{len(mine)} |")
+        slow = sum(t.verdicts.get(name) == "SLOWER" for t in mine)
+        cells = (f"{min(ch):+.1%} / {statistics.median(ch):+.1%} / {max(ch):+.1%}" if ch
+                 else "-")
+        lines.append(f"| {name} | {cells} | {slow}/{len(mine)} |")
     return lines + [""]
 
 
@@ -96,34 +97,28 @@ def main() -> int:
     cli = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     cli.add_argument("--runs", type=int, default=20)
     cli.add_argument("--slowdown", type=float, default=0.2)
+    cli.add_argument("--busy", action="store_true", help="also the A/A phase with a busy core")
     cli.add_argument("--threshold", default="10%")
+    cli.add_argument("--processes", type=int, default=3)
     cli.add_argument("--size", default="default")
     cli.add_argument("--keyword", default=KEYWORD)
-    cli.add_argument("--workloads", default="mlp")
     cli.add_argument("--json", type=Path, default=None, help="also write every trial here")
     args = cli.parse_args()
+    phases = ["unchanged", "slower"] + (["busy"] if args.busy else [])
+    trials = []
     with tempfile.TemporaryDirectory(prefix="mlbench-calib-") as tmp:
-        suites, baselines = Path(tmp, "suites"), Path(tmp, "baselines")
-        suites.mkdir()
-        for name in args.workloads.split(","):
-            (suites / name).symlink_to(ROOT / "suites" / name)
-        if run(pytest_cmd(args, suites, baselines, "--mlbench-save=calib"), 0) != 0:
-            print("saving the calibration baseline failed", file=sys.stderr)
-            return 2
-        trials = []
-        for phase, slowdown in (("unchanged", 0.0), (f"{args.slowdown:.0%} slower", args.slowdown)):
+        for phase in phases:
             for i in range(args.runs):
-                trials.append(trial(args, suites, baselines, Path(tmp, f"{phase}-{i}.json"),
-                                    phase, slowdown))
-                print(f"{phase} {i + 1}/{args.runs}: exit {trials[-1].exit_code}",
+                trials.append(trial(args, phase, Path(tmp, f"{phase}-{i}.json")))
+                t = trials[-1]
+                print(f"{phase} {i + 1}/{args.runs}: exit {t.exit_code} in {t.seconds:.0f} s",
                       file=sys.stderr, flush=True)
     if args.json:
-        args.json.write_text(json.dumps([t.__dict__ for t in trials], indent=1))
-    cores = len(os.sched_getaffinity(0))
-    if max(t.load for t in trials) > cores / 2:
-        print(f"WARNING: 1-min load reached {max(t.load for t in trials):.1f} on {cores} cores: "
-              "other processes shaped these figures; rerun on a quiet machine.\n")
-    for phase in dict.fromkeys(t.phase for t in trials):
+        args.json.write_text(json.dumps([asdict(t) for t in trials], indent=1))
+    print(f"`python tools/calibrate_gate.py --runs {args.runs} --slowdown {args.slowdown}"
+          f"{' --busy' if args.busy else ''}`, {args.processes} processes a side, threshold "
+          f"{args.threshold}\n")
+    for phase in phases:
         print("\n".join(summarise(trials, phase)))
     return 0
 

@@ -167,6 +167,9 @@ class CaseServer:
             out["trained"] = self.evaluate()
         return out
 
+    def compiled_seconds(self) -> float:
+        return self._compile_seconds()
+
     def _compile_seconds(self) -> float:
         """First calls of the compiled functions: tracing, compilation, one dispatch."""
         return sum(c.first_call_s or 0.0 for c in self.case.compiled if c.variant != "eager")
