@@ -34,6 +34,7 @@ class CaseRun:
     kept: dict[int, Any] = field(default_factory=dict)
     seconds: list[float] = field(default_factory=list)
     rounds_done: int = 0
+    pinned: dict[str, Any] = field(default_factory=dict)
 
     @property
     def train(self) -> bool:
@@ -45,7 +46,7 @@ class CaseRun:
 
     # -- before timing ----------------------------------------------------------------------
 
-    def prepare(self, threads: int) -> None:
+    def prepare(self, threads: int, pin: bool) -> None:
         """Build in the worker, then every check that comes before timing."""
         for info in self.pool.info:
             assert_threads(info["threads"], self.pool.threads if self.ctx.cid.workers == 1
@@ -60,12 +61,13 @@ class CaseRun:
         # two warm-up rounds (never recorded): the faster says what a round costs; the
         # state the second leaves is where timed round 1 starts
         times = []
-        for _ in range(2):
-            warm = self._call("round", WARMUP, 1, self.calls, {WARMUP: self._keep_call(WARMUP)})
+        for first in (("learn", pin), ("round",)):  # "learn" also pins the threads that worked
+            warm = self._call(*first, WARMUP, 1, self.calls, {WARMUP: self._keep_call(WARMUP)})
             times.append(float(warm["seconds"][0]))
             self.kept.update(warm["kept"])
         self.round_s = min(times)
         self.compile_s = float(self._call("compiled_seconds"))
+        self.pinned = self.pool.pool.call("info")[0]["pinned"] if self.pool.pool else {}
 
     def pool_world(self) -> int:
         return len(self.pool.info) or 1
@@ -100,6 +102,7 @@ class CaseRun:
                 keep[r] = self._keep_call(r)
             if self.train and r - 1 in wanted:
                 keep[r - 1] = None
+        assert self.handle is not None
         reply = self.pool.case(self.handle, "round", first, rounds, self.calls, keep)
         seconds = [max(col) for col in zip(*(r["seconds"] for r in reply), strict=True)]
         self.kept.update(agree_kept(reply, self.ctx.where))

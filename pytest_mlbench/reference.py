@@ -56,8 +56,8 @@ class OracleService:
         return [b for b in BACKENDS if importlib.util.find_spec(b) is not None]
 
     def call(self, command: str, payload: Any, backend: str | None = None) -> Any:
-        name = backend or (self.backends[:1] or [None])[0]
-        if name is None:
+        name = backend or next(iter(self.backends), "")
+        if not name:
             raise Unavailable("this workload's reference comes from an autodiff oracle: "
                               "pip install 'pytest-mlbench[jax]' (or [torch])")
         if name not in self.pools:
@@ -139,7 +139,7 @@ class Reference:
             return self.oracle.call("jacobian", (self.folder, p, {**d, **q}))
         if name == "vjp":
             return self.oracle.call("vjp", (self.folder, p, d, q["u"]))
-        return self.oracle.call(name, (self.folder, p, d, q))
+        return self.oracle.call(str(name), (self.folder, p, d, q))
 
     # -- verification ---------------------------------------------------------------------------
 
@@ -175,7 +175,8 @@ class Reference:
         for what, loss, expected in checks:
             assert_grad_matches_finite_differences(
                 loss, grad if expected is None else expected, p, rng=rng,
-                where=f"{where} gradient{f' of {what}' if what else ''}", **FD)
+                rtol=FD["rtol"], atol=FD["atol"],
+                where=f"{where} gradient{f' of {what}' if what else ''}")
 
     def _cross_check(self, task: Task, d: Arrays, p: Arrays, q: Arrays | None,
                      where: str) -> None:

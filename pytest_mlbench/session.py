@@ -10,7 +10,7 @@ starts a worker and never adds anything to pytest-benchmark's output.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +19,9 @@ import pytest
 from pytest_mlbench import catalogue, frameworks, parametrize
 from pytest_mlbench.ab import BASE, ABSession, BaseSide
 from pytest_mlbench.campaign import Campaign, Lane, Outcome, Plan, key_of
-from pytest_mlbench.engine.workers import Side
 from pytest_mlbench.case import CaseId
+from pytest_mlbench.catalogue import Catalogue
+from pytest_mlbench.engine.workers import Side
 from pytest_mlbench.options import Settings
 from pytest_mlbench.record import Record
 from pytest_mlbench.reference import OracleService
@@ -35,7 +36,7 @@ class RunState:
                  registry: Mapping[str, Any]) -> None:
         self.config, self.settings, self.registry = config, settings, dict(registry)
         self.own_items = False  # set at collection: does this session run our cases?
-        self._catalogue: catalogue.Catalogue | None = None
+        self._catalogue: Catalogue | None = None
         self.outcomes: dict[str, Outcome] | None = None
         self.records: list[Record] = []
         self.oracle = OracleService()
@@ -47,12 +48,12 @@ class RunState:
         return self.config.rootpath / str(self.config.getini("mlbench_suites") or "suites")
 
     @property
-    def catalogue(self) -> catalogue.Catalogue:
+    def catalogue(self) -> Catalogue:
         if self._catalogue is None:
             self._catalogue = catalogue.discover(self.root, self.registry)
         return self._catalogue
 
-    def cases(self, found_in: catalogue.Catalogue | None = None) -> list[CaseId]:
+    def cases(self, found_in: Catalogue | None = None) -> list[CaseId]:
         source = found_in or self.catalogue
         found = list(parametrize.enumerate_cases(source.workloads, self.settings,
                                                  self.registry))
@@ -128,5 +129,5 @@ def _skipped(cid: CaseId, registry: Mapping[str, Any]) -> bool:
 
 
 def uses_own_fixtures(item: pytest.Item) -> bool:
-    names: Callable[[], Any] = getattr(item, "fixturenames", ())  # type: ignore[assignment]
+    names: list[str] = list(getattr(item, "fixturenames", ()))
     return any(name in OWN_FIXTURES for name in names)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from pytest_mlbench import data
+from pytest_mlbench.case import CaseId
 from pytest_mlbench.checks import (
     assert_census,
     assert_close,
@@ -31,13 +32,13 @@ from pytest_mlbench.checks import (
     assert_trees_close,
     assert_variant_applied,
 )
-from pytest_mlbench.case import CaseId
 from pytest_mlbench.optim import check_hyperparameters
 from pytest_mlbench.precision import Policy, numpy_dtype
 from pytest_mlbench.reference import Reference
 from pytest_mlbench.workload import Arrays, Tolerances
 
 Snapshot = Mapping[str, Arrays]  # {"params": ..., "state": ...}
+ABSOLUTE_STEPS = 128  # audited rounds up to this many steps are also checked from the start
 
 
 @dataclass
@@ -73,7 +74,9 @@ def check_start(ctx: Context, start: Mapping[str, Any]) -> None:
     if start["digest"] != data.digest(ctx.inputs, ctx.params):
         raise AssertionError(f"{ctx.where}: the worker built its case from other data "
                              f"(digest {start['digest']} != {data.digest(ctx.inputs, ctx.params)})")
-    assert_identical(start["snapshot"]["params"], ctx.params, where=f"{ctx.where} initial params")
+    assert_identical(start["snapshot"]["params"], ctx.params,
+                     where=f"{ctx.where} initial params (the seeded start, the same bytes for "
+                           "every framework)")
     optimizer = ctx.cid.task.optimizer
     if optimizer is not None:
         expected = optimizer.init_state(ctx.params)
@@ -181,7 +184,7 @@ def check_output(ctx: Context, found: Any, index: int, what: str) -> None:
 def probe_of(ctx: Context, index: int) -> Arrays:
     cid = ctx.cid
     outputs = None
-    if cid.task.transform == "vjp":
+    if cid.task.transform == "vjp" and cid.workload.forward is not None:
         out = cid.workload.forward(np, data.widen(ctx.params), data.widen(ctx.inputs))
         outputs = tuple(np.shape(out))
     return data.probe(cid.workload, cid.shape, cid.task, ctx.reference.seed, index, ctx.policy,
@@ -200,12 +203,33 @@ def audit(ctx: Context, round_no: int, calls: int, before: Any, after: Any,
         if ctx.cid.task.kind == "train":
             assert_moved_like_reference(ctx, before, after, calls,
                                         where=f"{label} {calls} step(s) from the round's start")
+            audit_step_count(ctx, after, where=label)
         else:
             assert call is not None
             check_output(ctx, after, round_no * calls + call,
                          f"of call {call} (probe {round_no * calls + call})")
     except AssertionError as exc:
         raise AssertionError(str(exc)) from None
+
+
+def audit_step_count(ctx: Context, after: Mapping[str, Any], *, where: str) -> None:
+    """The round's parameters are where the reference's steps from the seeded start take
+    them, as many steps as the engine has called step() (its count, not the implementation's).
+
+    The round-relative check cannot see an implementation that reports parameters a constant
+    number of steps behind (work handed to a thread, a stale array returned by params()):
+    every round then looks like a right step from a state that is itself behind. Counted from
+    the start, the missing steps show. Up to ABSOLUTE_STEPS steps (every audited round of a
+    --benchmark-disable session, the early rounds of a timed one): the float64 reference
+    replays them all."""
+    steps = after.get("steps")
+    if steps is None or steps > ABSOLUTE_STEPS:
+        return
+    assert_moved_like_reference(
+        ctx, {"params": ctx.params, "state": {}}, after, int(steps),
+        where=f"{where} {steps} step(s) from the seeded start (step() has been called {steps} "
+              "time(s); are the reported parameters behind the work, or is work left running "
+              "after the round?)")
 
 
 # -- after timing ------------------------------------------------------------------------------------

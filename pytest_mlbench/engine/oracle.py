@@ -187,7 +187,7 @@ class TorchOps:
         import torch
 
         forward, _ = cls._fns(spec, data)
-        _, pullback = torch.func.vjp(forward, cls._in(params))
+        _, pullback = torch.func.vjp(forward, cls._in(params))  # type: ignore[misc]
         return cls._out(pullback(torch.from_numpy(np.array(cotangent, copy=True)))[0])
 
     @classmethod

@@ -2,11 +2,14 @@
 
 Started by the launcher as ``pytest_mlbench.engine.worker:build``. At start it sets the
 framework's threads and checks them, warms the framework up (so one-time start-up costs do
-not land in the first case's compile time), pins its threads (``affinity=pin``), then serves:
+not land in the first case's compile time), then serves (pinning, when asked, the threads that
+do each case's work, found on its first warm-up round):
 
     info                        versions, threads, pinning
     open <case spec>            build a case -> handle
-    case <handle> <command>     a CaseServer command (start, evaluate, steps, round, finish, ...)
+    case <handle> <command>     a CaseServer command (start, evaluate, steps, round, finish, ...),
+                                or ``learn``: a warm-up round, repeated while the worker watches
+                                which threads work, then pins them
     close <handle>              drop a case and collect its memory
     peak <dtype>                this framework's best matmul GFLOP/s at a dtype
 
@@ -17,6 +20,7 @@ keeps serving. Skips (a device or dtype the framework lacks) come back as skips.
 from __future__ import annotations
 
 import gc
+import time
 import traceback
 from typing import Any
 
@@ -26,12 +30,12 @@ from pytest_mlbench.engine.server import CaseServer
 from pytest_mlbench.errors import Unavailable, Unsupported
 
 PEAK_N = {"float64": 1024, "float32": 1536, "bfloat16": 1024}  # large enough for the peak
+LEARN_S = 0.1  # how long a case's first warm-up round repeats while its threads are watched
 
 
 class FrameworkWorker:
     def __init__(self, rank: int, world: int, config: dict[str, Any]) -> None:
         self.rank, self.world, self.config = rank, world, config
-        self.known_threads = threading_.thread_ids()
         self.adapter = frameworks.load(config["framework"], config["registry"])
         if config.get("warm_caches"):
             self.adapter.warm_caches = True
@@ -39,18 +43,23 @@ class FrameworkWorker:
         self.cases: dict[int, CaseServer] = {}
         self.pinned: dict[str, Any] = {"pinned": False, "why": "affinity off"}
         self._warm_up()
-        self.repin()
 
     def _warm_up(self) -> None:
         """One small matmul: the framework's runtime and thread pools start here."""
         for dtype in ("float32",):
             self.adapter.matmul_gflops(dtype, 64, 1)
 
-    def repin(self) -> None:
-        if self.config.get("affinity") != "pin":
-            return
-        names = tuple(self.adapter.pool_names)
-        self.pinned = threading_.pin(self.adapter.pool_style, self.known_threads, names)
+    def learn_and_pin(self, run: Any, pin: bool) -> Any:
+        """Run a case's first warm-up round (repeated for at least LEARN_S), see which threads
+        did the work, and pin those (or, with ``pin`` off, free every thread)."""
+        before, start = threading_.cpu_seconds(), time.perf_counter()
+        reply = run()
+        while time.perf_counter() - start < LEARN_S:
+            reply = run()
+        busy = threading_.busy_threads(before, threading_.cpu_seconds(),
+                                       time.perf_counter() - start)
+        self.pinned = threading_.pin(busy) if pin else threading_.unpin()
+        return reply
 
     def __call__(self, command: str, payload: Any) -> Any:
         if command == "ping":
@@ -62,9 +71,12 @@ class FrameworkWorker:
             return self._guarded(lambda: self._open(payload))
         if command == "case":
             handle, method, args = payload
-            if method == "round":
-                self.repin()  # pools some frameworks start lazily (XLA in TF) get bound too
-            return self._guarded(lambda: getattr(self.cases[handle], method)(*args))
+            call = lambda: getattr(self.cases[handle], method)(*args)  # noqa: E731
+            if method == "learn":  # a first warm-up round: the threads it busies get pinned
+                pin, *rest = args
+                call = lambda: self.learn_and_pin(  # noqa: E731
+                    lambda: self.cases[handle].round(*rest), bool(pin))
+            return self._guarded(call)
         if command == "close":
             self.cases.pop(payload, None)
             gc.collect()

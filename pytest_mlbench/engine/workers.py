@@ -64,11 +64,12 @@ class FrameworkPool:
 
     def start(self) -> None:
         world, env, cores, dp = self._layout()
+        threads = self.threads if world == 1 else max(1, self.threads // world)
         config = {"framework": self.key.framework,
                   "registry": {self.key.framework: self.registry_entry},
-                  "threads": self.threads if world == 1 else max(1, self.threads // world),
-                  "affinity": self.affinity, "warm_caches": self.warm_caches, "dp": dp}
-        env = {**threading_.environment(config["threads"]), **env}
+                  "threads": threads, "affinity": self.affinity,
+                  "warm_caches": self.warm_caches, "dp": dp}
+        env = {**threading_.environment(threads), **env}
         spec = WorkerSpec(TARGET, world, config, env, self.side.python, self.side.path, cores)
         self.pool = Pool(spec, start_timeout=START_TIMEOUT_S, timeout=CALL_TIMEOUT_S)
         self.pool.start()

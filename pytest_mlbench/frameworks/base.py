@@ -12,8 +12,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
-import types
 import tracemalloc
+import types
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from importlib import metadata
@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from pytest_mlbench.errors import Unsupported
+from pytest_mlbench.errors import PolicyNotApplied, Unsupported
 from pytest_mlbench.precision import Policy
 
 
@@ -58,8 +58,6 @@ class Adapter(Protocol):
     modules: tuple[str, ...]  # import names that must be present (checked without importing)
     extra: str  # the pytest-mlbench extra that installs it
     variants: tuple[str, ...]  # the compile variants this framework has
-    pool_style: str  # "caller" (OpenMP/BLAS) or "dispatch" (Eigen): how to pin its threads
-    pool_names: tuple[str, ...]  # thread-name prefixes of a dispatch pool
 
     def devices(self) -> dict[str, str]:
         """Device kinds present, mapped to a description (``{"cpu": "...", "gpu": "A100"}``)."""
@@ -107,6 +105,49 @@ class Adapter(Protocol):
         """Peak bytes allocated while ``run()`` executes one synchronised step, and the scope
         of that figure (``"step"``, or ``"process"`` when the framework cannot reset its peak);
         None when the framework cannot tell on this device."""
+
+
+class SettingsWatch:
+    """Every change of a framework's precision settings made while a case runs (from setup's
+    end to its next setup), recorded by the adapter's wrappers around the framework's setters.
+
+    Checking the settings' values misses an implementation that turns TF32 on for each step
+    and off again before returning: the values read right whenever they are asked. A record
+    of every call does not."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.changes: list[str] = []
+
+    def record(self, what: str) -> None:
+        if self.on:
+            self.changes.append(what)
+
+    def begin(self) -> None:
+        """A case's setup begins: forget the previous case's changes, record nothing yet."""
+        self.changes, self.on = [], False
+
+    def start(self) -> None:
+        """Setup is done: record from here."""
+        self.on = True
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """The adapter's own changes (the peak measurement) are not the case's."""
+        was, self.on = self.on, False
+        try:
+            yield
+        finally:
+            self.on = was
+
+    def check(self, framework: str, policy: Policy) -> None:
+        if self.changes:
+            shown = ", ".join(self.changes[:4]) + (
+                f" and {len(self.changes) - 4} more" if len(self.changes) > 4 else "")
+            raise PolicyNotApplied(f"{framework} precision settings were changed while the case "
+                                   f"ran ({len(self.changes)} call(s): {shown}); the "
+                                   f"{policy.name} policy holds for every step or the case "
+                                   "is another precision")
 
 
 class TraceCounter:

@@ -13,6 +13,7 @@ from pytest_mlbench.engine import threads as threading_
 from pytest_mlbench.errors import PolicyNotApplied, Unavailable, Unsupported
 from pytest_mlbench.frameworks.base import (
     Compiled,
+    SettingsWatch,
     TraceCounter,
     best_gflops,
     package_versions,
@@ -25,6 +26,7 @@ PLATFORMS = {"cpu": "cpu", "gpu": "gpu", "tpu": "tpu"}
 # announces every backend compilation (``jit(<name>)``) as this monitoring event
 TRACE_LOGGER = "jax._src.interpreters.partial_eval"
 COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+XLA_POOL = ("tf_XLAEigen",)  # the names of XLA's CPU compute threads
 
 
 class _UserCompiles(logging.Handler):
@@ -46,8 +48,8 @@ class _UserCompiles(logging.Handler):
         if "TRACING CACHE MISS" in text:
             self.user.update(m.group(1) for p in self.NAMES for m in [p.search(text)] if m)
 
-    def compiled(self, event: str, duration: float, **kwargs: Any) -> None:
-        if event == COMPILE_EVENT and kwargs.get("fun_name", "")[4:-1] in self.user:
+    def compiled(self, event: str, duration_secs: float, **kwargs: str | int) -> None:
+        if event == COMPILE_EVENT and str(kwargs.get("fun_name", ""))[4:-1] in self.user:
             self.count += 1
 
 
@@ -56,8 +58,7 @@ class JaxAdapter:
     modules: tuple[str, ...] = ("jax", "jaxlib")
     extra = "jax"
     variants: tuple[str, ...] = ("eager", "jit")
-    pool_style = "dispatch"  # XLA's Eigen pool computes; the calling thread waits
-    pool_names: tuple[str, ...] = ("tf_XLAEigen",)
+
 
     def __init__(self) -> None:
         import jax
@@ -70,6 +71,25 @@ class JaxAdapter:
         logger.propagate = False  # read, not printed
         jax.config.update("jax_explain_cache_misses", True)
         jax.monitoring.register_event_duration_secs_listener(self._compiles.compiled)
+        self._watch = SettingsWatch()
+        self._watch_settings()
+
+    def _watch_settings(self) -> None:
+        """Record every change of x64 and the default matmul precision, global
+        (jax.config.update) or in a context (jax.default_matmul_precision, enable_x64)."""
+        from jax._src import config
+
+        for state in (config.enable_x64, config.default_matmul_precision):
+            for hook in ("_update_global_hook", "_update_thread_local_hook"):
+                original = getattr(state, hook)
+
+                def watched(value: Any, _original: Any = original, _name: str = state.name,
+                            ) -> None:
+                    self._watch.record(f"{_name}={value!r}")
+                    if _original is not None:
+                        _original(value)
+
+                setattr(state, hook, watched)
 
     def devices(self) -> dict[str, str]:
         import jax
@@ -94,9 +114,11 @@ class JaxAdapter:
         self._device = jax.devices(PLATFORMS[device])[0]
         # JAX silently turns float64 into float32 unless x64 is on: switch it for fp64 only,
         # so float32 runs see JAX's ordinary defaults, then check the policy held.
+        self._watch.begin()
         jax.config.update("jax_enable_x64", policy.dtype == "float64")
         jax.config.update("jax_default_matmul_precision", _matmul(policy))
         self.verify_policy(policy)
+        self._watch.start()
         # JAX has no global RNG state; workloads take explicit keys derived from the seed.
 
     def verify_policy(self, policy: Policy) -> None:
@@ -106,11 +128,16 @@ class JaxAdapter:
         probe = jnp.asarray(np.zeros(2, dtype=numpy_dtype(policy)))
         if str(probe.dtype) != policy.dtype:
             raise PolicyNotApplied(f"jax made {probe.dtype} from {policy.dtype} input "
-                                   f"(jax_enable_x64 is {jax.config.jax_enable_x64})")
+                                   f"(jax_enable_x64 is {getattr(jax.config, 'jax_enable_x64')})")  # noqa: B009
         found = getattr(jax.config, "jax_default_matmul_precision")  # noqa: B009 (untyped flag)
         if found != _matmul(policy):
             raise PolicyNotApplied(f"jax matmul precision is {found}, the {policy.name} policy "
                                    f"needs {_matmul(policy)}")
+        x64 = bool(getattr(jax.config, "jax_enable_x64"))  # noqa: B009 (untyped flag)
+        if x64 != (policy.dtype == "float64"):
+            raise PolicyNotApplied(f"jax_enable_x64 is {x64}, the {policy.name} policy needs "
+                                   f"{policy.dtype == 'float64'}")
+        self._watch.check(self.name, policy)
 
     def set_threads(self, threads: int) -> None:
         # XLA sizes its CPU pool from the worker's affinity mask (set before jax started);
@@ -121,7 +148,7 @@ class JaxAdapter:
         import jax.numpy as jnp
 
         jnp.zeros(1).block_until_ready()  # the CPU client (and its pool) exists from here
-        return {"xla_cpu_pool": threading_.count_named(self.pool_names),
+        return {"xla_cpu_pool": threading_.count_named(XLA_POOL),
                 **threading_.blas_threads()}
 
     def compile_events(self) -> int:
@@ -172,7 +199,7 @@ class JaxAdapter:
         import jax
         import jax.numpy as jnp
 
-        with jax.enable_x64(dtype == "float64"):
+        with self._watch.paused(), jax.enable_x64(dtype == "float64"):
             rng = np.random.default_rng(0)
             a, b = (jnp.asarray(rng.standard_normal((n, n)), dtype=dtype) for _ in range(2))
             mm = jax.jit(jnp.matmul)

@@ -24,8 +24,6 @@ class NumpyAdapter:
     modules: tuple[str, ...] = ("numpy",)
     extra = ""
     variants: tuple[str, ...] = ("eager",)
-    pool_style = "caller"  # OpenBLAS: the calling thread computes a share
-    pool_names: tuple[str, ...] = ()
 
     def __init__(self) -> None:
         self._limit: Any = None

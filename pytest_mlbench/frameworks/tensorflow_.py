@@ -12,6 +12,7 @@ from pytest_mlbench.engine import threads as threading_
 from pytest_mlbench.errors import PolicyNotApplied, Unavailable, Unsupported
 from pytest_mlbench.frameworks.base import (
     Compiled,
+    SettingsWatch,
     best_gflops,
     package_versions,
     reachable,
@@ -27,14 +28,14 @@ class TensorflowAdapter:
     modules: tuple[str, ...] = ("tensorflow",)
     extra = "tensorflow"
     variants: tuple[str, ...] = ("eager", "jit", "xla")
-    pool_style = "dispatch"  # Eigen pools compute; the calling thread dispatches and waits
-    pool_names: tuple[str, ...] = ("tf_Compute", "tf_XLAEigen")
 
     def __init__(self) -> None:
         self._device = "/CPU:0"
         self._limit: Any = None
         self._traces = 0
         self._count_traces()
+        self._watch = SettingsWatch()
+        self._watch_setter()
 
     def _count_traces(self) -> None:
         """Every tf.function trace builds a FuncGraph through this one function: count its
@@ -48,6 +49,19 @@ class TensorflowAdapter:
             return original(*args, **kwargs)
 
         func_graph.func_graph_from_py_func = counted
+
+    def _watch_setter(self) -> None:
+        """Record every call of the setter behind enable_tensor_float_32_execution."""
+        from tensorflow.python.framework import config
+
+        module = config._pywrap_tensor_float_32_execution
+        original = module.enable
+
+        def watched(enabled: bool) -> Any:
+            self._watch.record(f"enable_tensor_float_32_execution({enabled!r})")
+            return original(enabled)
+
+        module.enable = watched
 
     def devices(self) -> dict[str, str]:
         import tensorflow as tf
@@ -66,8 +80,10 @@ class TensorflowAdapter:
         if policy.gpu_only and device != "gpu":
             raise Unsupported(f"{policy.name} applies to NVIDIA GPUs only")
         self._device = "/GPU:0" if device == "gpu" else "/CPU:0"
+        self._watch.begin()
         tf.config.experimental.enable_tensor_float_32_execution(policy.allow_tf32)
         self.verify_policy(policy)
+        self._watch.start()
         tf.random.set_seed(seed)
 
     def verify_policy(self, policy: Policy) -> None:
@@ -78,6 +94,7 @@ class TensorflowAdapter:
             raise PolicyNotApplied(f"tensorflow TF32 execution is {'on' if found else 'off'}, "
                                    f"the {policy.name} policy needs it "
                                    f"{'on' if policy.allow_tf32 else 'off'}")
+        self._watch.check(self.name, policy)
 
     def set_threads(self, threads: int) -> None:
         import tensorflow as tf

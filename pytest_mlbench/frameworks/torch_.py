@@ -15,6 +15,7 @@ from pytest_mlbench.engine import threads as threading_
 from pytest_mlbench.errors import PolicyNotApplied, Unavailable, Unsupported
 from pytest_mlbench.frameworks.base import (
     Compiled,
+    SettingsWatch,
     best_gflops,
     package_versions,
     reachable,
@@ -27,12 +28,12 @@ class TorchAdapter:
     modules: tuple[str, ...] = ("torch",)
     extra = "torch"
     variants: tuple[str, ...] = ("eager", "jit")
-    pool_style = "caller"  # OpenMP: the calling thread is thread 0 of the team
-    pool_names: tuple[str, ...] = ()
 
     def __init__(self) -> None:
         self._device: Any = None
         self._limit: Any = None
+        self._watch = SettingsWatch()
+        self._torchscript = 0
         # Compile caches: off, so each case's compile time is a compile (JAX and TF keep no
         # cache across processes by default); a worker of a later pass turns them on
         # (warm_caches) because compile time is reported from the first pass only.
@@ -59,14 +60,35 @@ class TorchAdapter:
         if policy.gpu_only and device != "gpu":
             raise Unsupported(f"{policy.name} applies to NVIDIA GPUs only")
         self._device = torch.device("cuda" if device == "gpu" else "cpu")
+        self._watch_setters()
+        self._count_torchscript()
+        self._watch.begin()
         torch.set_float32_matmul_precision("high" if policy.allow_tf32 else "highest")
         torch.backends.cudnn.allow_tf32 = policy.allow_tf32
         self.verify_policy(policy)
+        self._watch.start()
         torch.manual_seed(seed)
         # Each case compiles from scratch, so its reported compile time is its own.
         torch._dynamo.reset()
         torch._inductor.config.fx_graph_cache = self.warm_caches
         torch._functorch.config.enable_autograd_cache = self.warm_caches
+
+    def _watch_setters(self) -> None:
+        """Record every call of the setters behind torch.set_float32_matmul_precision and
+        torch.backends.cuda.matmul.allow_tf32 (both look them up on torch._C when called)."""
+        import torch
+
+        for name in ("_set_float32_matmul_precision", "_set_cublas_allow_tf32"):
+            original = getattr(torch._C, name)
+            if getattr(original, "mlbench_watched", False):
+                continue
+
+            def watched(value: Any, _original: Any = original, _name: str = name) -> Any:
+                self._watch.record(f"torch._C.{_name}({value!r})")
+                return _original(value)
+
+            watched.mlbench_watched = True  # type: ignore[attr-defined]
+            setattr(torch._C, name, watched)
 
     def verify_policy(self, policy: Policy) -> None:
         import torch
@@ -82,6 +104,7 @@ class TorchAdapter:
             if value != policy.allow_tf32:
                 raise PolicyNotApplied(f"{flag} is {value}, the {policy.name} policy needs "
                                        f"{policy.allow_tf32}")
+        self._watch.check(self.name, policy)
 
     def set_threads(self, threads: int) -> None:
         import torch
@@ -101,10 +124,27 @@ class TorchAdapter:
                 **threading_.blas_threads()}
 
     def compile_events(self) -> int:
-        """Frames dynamo has processed in this process (dynamo.reset keeps this counter)."""
+        """Frames dynamo has processed in this process (dynamo.reset keeps this counter), and
+        TorchScript compilations (torch.jit.script, torch.jit.trace) since setup."""
         from torch._dynamo.utils import counters
 
-        return int(counters["frames"]["total"])
+        return int(counters["frames"]["total"]) + self._torchscript
+
+    def _count_torchscript(self) -> None:
+        """torch.jit.script and torch.jit.trace compile too: count their calls."""
+        import torch
+
+        for name in ("script", "trace"):
+            original = getattr(torch.jit, name)
+            if getattr(original, "mlbench_counted", False):
+                continue
+
+            def counted(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
+                self._torchscript += 1
+                return _original(*args, **kwargs)
+
+            counted.mlbench_counted = True  # type: ignore[attr-defined]
+            setattr(torch.jit, name, counted)
 
     def census(self, root: Any) -> tuple[int, str] | None:
         """Trainable nn.Parameters behind the trainer: in its modules, its optimizer, or

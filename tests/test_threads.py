@@ -1,0 +1,100 @@
+"""Thread control: the threads that do the work are found by what they use, not by name, and
+pinned to distinct cores; ``auto`` affinity leaves a busy machine's placement to the OS."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+from pytest_mlbench.engine import threads
+
+linux_affinity = pytest.mark.skipif(not hasattr(os, "sched_setaffinity")
+                                    or not os.path.isdir("/proc/self/task"),
+                                    reason="per-thread affinity and /proc are Linux's")
+
+
+def test_environment_sizes_every_pool_and_keeps_inter_op_at_one() -> None:
+    env = threads.environment(3)
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                "NUMBA_NUM_THREADS", "TF_NUM_INTRAOP_THREADS"):
+        assert env[var] == "3"
+    assert env["TF_NUM_INTEROP_THREADS"] == "1"
+
+
+def test_busy_threads_by_share_of_wall_time() -> None:
+    before = {1: 0.0, 2: 0.0, 3: 0.0}
+    after = {1: 0.95, 2: 0.05, 3: 0.40, 4: 0.30}  # 4 started in between
+    busy = threads.busy_threads(before, after, wall=1.0)
+    assert list(busy) == [1, 3, 4] and 2 not in busy
+
+
+class Spinner(threading.Thread):
+    def __init__(self, seconds: float) -> None:
+        super().__init__(daemon=True)
+        self.seconds, self.tid = seconds, 0
+
+    def run(self) -> None:
+        self.tid = threading.get_native_id()
+        end = time.perf_counter() + self.seconds
+        while time.perf_counter() < end:
+            pass
+
+
+@linux_affinity
+def test_a_spinning_thread_is_found_and_pinned_off_the_idle_callers_core() -> None:
+    spinner = Spinner(0.4)
+    before, start = threads.cpu_seconds(), time.perf_counter()
+    spinner.start()
+    time.sleep(0.3)  # the caller waits, as XLA's and TensorFlow's callers do
+    busy = threads.busy_threads(before, threads.cpu_seconds(), time.perf_counter() - start)
+    assert spinner.tid in busy and threading.get_native_id() not in busy
+    cores = threads.cores()
+    try:
+        done = threads.pin(busy)
+        assert done["pinned"] and done["pool_threads"] >= 1
+        # the caller only waited: the pool starts on the first core
+        assert os.sched_getaffinity(spinner.tid) == {cores[0]}
+        assert os.sched_getaffinity(threading.get_native_id()) == {cores[0]}
+    finally:
+        threads.unpin()
+        spinner.join()
+    assert os.sched_getaffinity(threading.get_native_id()) == set(cores)
+
+
+@linux_affinity
+def test_a_computing_caller_keeps_its_core_and_the_pool_takes_the_next() -> None:
+    cores = threads.cores()
+    if len(cores) < 2:
+        pytest.skip("needs two cores")
+    spinner = Spinner(10.0)
+    spinner.start()
+    while not spinner.tid:
+        time.sleep(0.01)
+    main = threading.get_native_id()
+    try:
+        threads.pin({main: 0.9, spinner.tid: 0.9})
+        assert os.sched_getaffinity(main) == {cores[0]}
+        assert os.sched_getaffinity(spinner.tid) == {cores[1]}
+    finally:
+        threads.unpin()
+        spinner.seconds = 0
+
+
+def test_nothing_busy_pins_nothing() -> None:
+    assert threads.pin({})["pinned"] is False
+
+
+@linux_affinity
+def test_core_load_sees_a_busy_core() -> None:
+    spinner = Spinner(0.5)
+    spinner.start()
+    while not spinner.tid:
+        time.sleep(0.01)
+    core = threads.cores()[-1]
+    os.sched_setaffinity(spinner.tid, {core})
+    load = threads.core_load([core], seconds=0.3)
+    spinner.join()
+    assert load[core] > 0.5

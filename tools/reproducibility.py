@@ -1,0 +1,98 @@
+"""Run the same benchmark session several times and show whether its numbers hold (issue 10):
+
+    python tools/reproducibility.py --runs 3 -- --mlbench-size=default -k "mlp- or linreg-d100 or vit-"
+
+Each run is a separate pytest session (``pytest suites <args> --benchmark-json=...``). For every
+comparison group, each implementation's step time normalised to one reference implementation
+(the fastest of the first run, fixed for all runs) is shown per run with its 95% interval,
+then the spread across runs (largest / smallest - 1) and whether every run's interval contains
+every other run's median. A figure holds when the spread is at most ``--limit`` and the
+intervals contain the other runs' medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from pytest_mlbench import report, tables  # noqa: E402
+from pytest_mlbench.record import Record  # noqa: E402
+from pytest_mlbench.runs import load_run  # noqa: E402
+
+
+def session(args: list[str], out: Path) -> float:
+    start = time.monotonic()
+    cmd = [sys.executable, "-m", "pytest", "suites", "-q", "-p", "no:cacheprovider",
+           f"--benchmark-json={out}", *args]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if not out.is_file():
+        print("\n".join((done.stdout + done.stderr).splitlines()[-20:]), file=sys.stderr)
+        raise SystemExit(f"the session wrote no results (exit {done.returncode})")
+    return time.monotonic() - start
+
+
+def records(path: Path) -> dict[str, dict[str, Record]]:
+    """``{group: {impl: record}}`` of one run's timed cases."""
+    out: dict[str, dict[str, Record]] = {}
+    for _, record in load_run(path).cases:
+        if record.measure is not None:
+            out.setdefault(record.identity.group, {})[record.identity.impl] = record
+    return out
+
+
+def group_rows(runs: list[dict[str, Record]], limit: float) -> tuple[list[list[str]], int]:
+    first = runs[0]
+    ref = min(first, key=lambda impl: first[impl].measure.step_s)  # type: ignore[union-attr]
+    rows, failing = [], 0
+    for impl in sorted(first, key=lambda i: first[i].measure.step_s):  # type: ignore[union-attr]
+        found = [run.get(impl) for run in runs]
+        if any(r is None or ref not in run for r, run in zip(found, runs, strict=True)):
+            rows.append([impl] + ["-"] * (len(runs) + 2))
+            continue
+        ratios = [report.relative(r.measure, run[ref].measure)  # type: ignore[union-attr]
+                  for r, run in zip(found, runs, strict=True)]
+        values = [q.value for q in ratios]
+        spread = max(values) / min(values) - 1
+        contained = all(q.low <= v <= q.high for q in ratios for v in values)
+        ok = spread <= limit and contained
+        failing += not ok
+        cells = [f"{q.value:.2f} {tables.interval(q.low, q.high, '.2f')}" for q in ratios]
+        rows.append([impl, *cells, f"{spread:.1%}",
+                     ("holds" if ok else "DOES NOT HOLD") + ("" if contained else
+                                                            " (interval misses a median)")])
+    return rows, failing
+
+
+def main() -> int:
+    cli = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    cli.add_argument("--runs", type=int, default=3)
+    cli.add_argument("--limit", type=float, default=0.10)
+    cli.add_argument("pytest_args", nargs="*")
+    args = cli.parse_args()
+    with tempfile.TemporaryDirectory(prefix="mlbench-repro-") as tmp:
+        paths = [Path(tmp, f"run{i}.json") for i in range(args.runs)]
+        for i, path in enumerate(paths):
+            took = session(args.pytest_args, path)
+            print(f"run {i + 1}/{args.runs}: {took:.0f} s", file=sys.stderr, flush=True)
+        runs = [records(p) for p in paths]
+    header = ["implementation", *(f"run {i + 1}: ratio [95%]" for i in range(args.runs)),
+              "spread", f"within {args.limit:.0%} and intervals"]
+    total = 0
+    for group in runs[0]:
+        rows, failing = group_rows([r.get(group, {}) for r in runs], args.limit)
+        total += failing
+        print(f"\n{group}")
+        print("\n".join(tables.render(header, rows, indent="  ", note=True)))
+    print(f"\n{total} implementation(s) do not hold" if total else "\nevery figure holds")
+    return 1 if total else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
