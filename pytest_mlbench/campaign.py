@@ -29,7 +29,6 @@ from pytest_mlbench import data, verify
 from pytest_mlbench.case import CaseId
 from pytest_mlbench.catalogue import Catalogue
 from pytest_mlbench.checks import assert_plausible, tolerances
-from pytest_mlbench.engine import threads as threading_
 from pytest_mlbench.engine.launcher import WorkerError
 from pytest_mlbench.engine.workers import (
     CaseError,
@@ -49,7 +48,6 @@ from pytest_mlbench.reference import OracleService, Reference
 # sides of an A/B pair go first equally often (ABAB..., then BABA...)
 CYCLES = 6
 LONG_S = 10.0  # a case whose timing is expected to take longer says so as it starts
-IDLE_LOAD = 0.2  # affinity auto: a core busier than this with our workers stopped is in use
 PLAUSIBLE_MARGIN = 0.25  # GFLOP/s above the session's measured peak by more than this fails
 
 
@@ -126,7 +124,6 @@ class Campaign:
         self.peaks: dict[str, float] = {}
         self.pools: dict[PoolKey, FrameworkPool] = {}
         self.checked_peaks: set[tuple[PoolKey, str]] = set()
-        self.pin, self.foreign_load = False, 0.0
 
     # -- the whole campaign ---------------------------------------------------------------------
 
@@ -149,7 +146,6 @@ class Campaign:
             if not alive:
                 continue
             begun = time.monotonic()
-            self.pin = self._pin_now()
             runs = [run for run in (self._prepare(s, p) for s in alive) if run is not None]
             self._announce(runs, p, passes)
             if self.plan.timing and runs:
@@ -167,17 +163,6 @@ class Campaign:
                           f"checked{' and timed' if self.plan.timing else ''} in "
                           f"{time.monotonic() - begun:.1f} s; {self._eta(started, done, p)}")
         self._close_pools()
-
-    def _pin_now(self) -> bool:
-        """``pin`` and ``off`` say; ``auto`` pins while the cores are otherwise idle: with every
-        worker stopped, no core may be busier than IDLE_LOAD (a pinned thread cannot leave a
-        core that something else is using, and then waits for it time slice after time slice)."""
-        if self.plan.affinity != "auto":
-            return self.plan.affinity == "pin"
-        self._pause_all()
-        load = threading_.core_load(threading_.cores()[:self.plan.threads])
-        self.foreign_load = max(load.values(), default=0.0)
-        return self.foreign_load <= IDLE_LOAD
 
     def _eta(self, started: float, done: int, p: int) -> str:
         total = len(self._groups()) * (self.plan.processes if self.plan.timing else 1)
@@ -269,9 +254,8 @@ class Campaign:
                             self.plan.size, self.plan.seed)
             run = CaseRun(ctx, pool, spec, cid.shape.steps_per_call)
             state.environment.setdefault("workers", [dict(i) for i in pool.info])
-            run.prepare(self.plan.threads, self.pin)
-            state.environment.setdefault("pinned", []).append(
-                {**run.pinned, "foreign_load": round(self.foreign_load, 2)})
+            run.prepare(self.plan.threads, self.plan.affinity == "pin")
+            state.environment.setdefault("pinned", []).append(run.pinned)
             state.digest = data.digest(ctx.inputs, ctx.params)
             if p == 0:
                 state.first_call_s = run.checked_step_s[0] if run.checked_step_s else None

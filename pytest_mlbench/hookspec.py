@@ -9,7 +9,9 @@ from typing import Any
 def pytest_mlbench_adapters(config: Any) -> dict[str, Any] | None:
     """Return extra framework adapters, ``{name: AdapterClass}``, to benchmark alongside the
     built-in six. The class follows ``pytest_mlbench.frameworks.base.Adapter``; the name then
-    works in ``--mlbench-frameworks`` and as ``impl_<name>.py`` in a workload folder.
+    works in ``--mlbench-frameworks`` and as ``impl_<name>.py`` in a workload folder. Cases run
+    in worker processes, which load the class by module and name, or from the file that
+    defines it when that is a conftest.py.
 
     .. code-block:: python
 
@@ -23,7 +25,8 @@ def pytest_mlbench_adapters(config: Any) -> dict[str, Any] | None:
 
 def pytest_mlbench_modify_cases(config: Any, cases: list[Any]) -> None:
     """Reorder or drop benchmark cases in place before they are parametrized. Each item is a
-    ``pytest_mlbench.case.CaseId`` (workload, shape, framework, variant, device, precision).
+    ``pytest_mlbench.case.CaseId`` (workload, shape, task, framework, variant, device,
+    precision, workers).
 
     .. code-block:: python
 

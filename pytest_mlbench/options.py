@@ -22,7 +22,7 @@ VARIANTS = ("eager", "jit", "xla")
 VARIANT_ALIASES = {"compiled": "jit"}
 DEVICES = ("cpu", "gpu", "tpu", "auto")
 SIZES = ("smoke", "default", "paper")
-AFFINITIES = ("auto", "pin", "off")
+AFFINITIES = ("off", "pin")
 AUTO = ("auto",)  # --mlbench-precision left unset: a workload's default_precisions apply
 FALLBACK_PRECISION = "fp32"  # for workloads that declare no default precision
 DEFAULT_PROCESSES = 3
@@ -54,7 +54,7 @@ class Settings:
     workers: tuple[int, ...] = (1, 2)  # worker counts; >1 adds data-parallel cases
     threads: int = 1  # compute threads of every framework in every case
     processes: int = DEFAULT_PROCESSES  # fresh worker processes each timed case is sampled in
-    affinity: str = "auto"  # pin threads to cores (when idle: auto), or leave them to the OS
+    affinity: str = "off"  # leave thread placement to the OS, or pin the busy threads
     ab: str = ""  # "" or the revision (git ref, or python:<interpreter>) to compare against
 
 
@@ -251,11 +251,10 @@ def option_table(frameworks: tuple[str, ...] = FRAMEWORKS) -> tuple[Option, ...]
         Option("processes", str(DEFAULT_PROCESSES),
                "fresh worker processes each timed case is sampled in (variance lives between "
                "processes); more gives tighter intervals and takes longer", parse_processes),
-        Option("affinity", "auto",
-               "pin: bind the threads doing each case's work to distinct cores (removes the "
-               "thread-placement lottery of an idle machine); off: leave placement to the OS; "
-               "auto: pin while the cores are otherwise idle, checked before each group (a "
-               "pinned thread cannot leave a core something else is using)",
+        Option("affinity", "off",
+               "off: leave thread placement to the OS; pin: bind the threads doing each case's "
+               "work to distinct cores, for machines whose cores nothing else uses (a pinned "
+               "thread cannot leave a core something else is busy on)",
                lambda v: parse_one(v, AFFINITIES)),
         Option("ab", "",
                "compare every case against another revision in this job, interleaved: a git "

@@ -1,37 +1,45 @@
-"""Equal compute threads for every framework, and where those threads run.
+"""Equal compute threads for every framework, where those threads run, and the allocator.
 
 Threads are set three ways, because frameworks read them at different moments: environment
 variables before the worker starts (OpenMP, MKL, OpenBLAS, numba, TensorFlow), the worker's
 CPU affinity mask (XLA sizes its pool from it), and each framework's own controls once it is
 imported (adapters' ``set_threads``). Each adapter reads back what it can and the case fails if
-any reads differently.
+any reads differently. A runtime BLAS thread limit is applied only where a library disagrees:
+``openblas_set_num_threads`` slows OpenBLAS's pool even when it sets the count it already has.
 
-Pinning. On a shared or virtualised machine the scheduler sometimes parks a framework's
-spinning worker thread on the core its caller runs on; the two then time-share one core and a
-step takes 1.5x to 50x longer, at random from one process to the next (measured on the 2-core
-reference machine: NumPy's MLP step 1.55-1.94 ms unpinned, 0.72-0.74 ms pinned). With
-``--mlbench-affinity=pin`` the worker binds its main thread to its first core and spreads the
-threads that did a case's work over its cores. Which threads those are is measured, not
-guessed from names: the worker samples every thread's CPU time (/proc) around the case's
-warm-up rounds, and the ones that used a good share of a core are the pool:
+The allocator. Runs of the same case in different processes were bimodal (the NumPy MLP step
+0.73 or 1.61 ms on the 2-core reference machine). The cause was glibc's heap trimming: when a
+step's freed temporaries end at the top of the heap, glibc returns them to the OS and the next
+step takes them back, a brk and some 480 page faults a step; whether they end at the top
+depends on the process's allocation history. Workers start with trimming off (MALLOC_ENV), and
+the step reads 0.72-0.9 ms in every process.
 
-- when the calling thread computes a share itself (OpenMP, OpenBLAS), it keeps the first core
-  and the pool threads take the next ones, so no pool thread shares the caller's core while
-  there is another;
-- when the calling thread only dispatches and waits (XLA's and TensorFlow's Eigen pools), the
-  pool threads take one core each from the first.
+Pinning (``--mlbench-affinity=pin``). The threads doing a case's work are found by measurement:
+the worker samples every thread's CPU time (/proc) around the case's first warm-up round, and
+the ones that used a good share of a core are bound to distinct cores (the calling thread to
+the first; when it computes too, as with OpenMP and OpenBLAS, the pool takes the next cores,
+and when it only dispatches and waits, as with XLA and TensorFlow, the pool starts on the
+first). With the allocator controlled it changed nothing measurable on an idle machine, and a
+pinned thread cannot leave a core that something else is busy on, so it is off by default.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Mapping, Sequence
 
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                "NUMBA_NUM_THREADS", "TF_NUM_INTRAOP_THREADS")
 TASK_DIR = "/proc/self/task"
+# glibc's allocator: never give the top of the heap back to the OS, and serve blocks up to its
+# largest mmap threshold (32 MiB) from the heap. By default glibc trims the heap whenever the
+# freed top exceeds a threshold that moves with allocation history; a step whose temporaries
+# end at the top then pays a brk and hundreds of page faults every step, in some processes and
+# not others (the NumPy MLP step: 0.72 ms against 1.65 ms, 480 page faults a step, on the
+# reference machine). Other allocators ignore these variables.
+MALLOC_ENV = {"MALLOC_TRIM_THRESHOLD_": str(2**62), "MALLOC_MMAP_THRESHOLD_": str(32 * 2**20),
+              "MALLOC_TOP_PAD_": str(16 * 2**20)}
 
 
 def environment(threads: int) -> dict[str, str]:
@@ -43,6 +51,7 @@ def environment(threads: int) -> dict[str, str]:
     # inductor compiles in this process rather than in a pool of compile workers, which would
     # otherwise stay alive next to the timed work
     env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
+    env.update(MALLOC_ENV)
     return env
 
 
@@ -143,35 +152,6 @@ def unpin() -> dict[str, object]:
     return {"pinned": False, "why": "placement left to the OS"}
 
 
-def core_load(cores_: Sequence[int], seconds: float = 0.25) -> dict[int, float]:
-    """How busy each of ``cores_`` is, 0 to 1, over ``seconds`` (from /proc/stat); the caller
-    sleeps meanwhile, so on a machine whose workers are all stopped this is foreign load."""
-    def sample() -> dict[int, tuple[int, int]]:
-        out = {}
-        try:
-            with open("/proc/stat") as fh:
-                for line in fh:
-                    name, *fields = line.split()
-                    if name.startswith("cpu") and name[3:].isdigit():
-                        values = [int(v) for v in fields]
-                        idle = values[3] + (values[4] if len(values) > 4 else 0)
-                        out[int(name[3:])] = (sum(values), idle)
-        except OSError:
-            pass
-        return out
-
-    before = sample()
-    time.sleep(seconds)
-    after = sample()
-    load = {}
-    for core in cores_:
-        if core in before and core in after:
-            total = after[core][0] - before[core][0]
-            idle = after[core][1] - before[core][1]
-            load[core] = 1 - idle / total if total > 0 else 0.0
-    return load
-
-
 def count_named(prefixes: Sequence[str]) -> int:
     """Threads whose name starts with one of ``prefixes`` (XLA's pool is ``tf_XLAEigen``)."""
     return sum(1 for name in thread_names().values() if name.startswith(tuple(prefixes)))
@@ -186,10 +166,15 @@ def blas_threads() -> dict[str, int]:
 
 
 def limit_blas(threads: int) -> object:
-    """Hold every loaded BLAS/OpenMP library at ``threads`` (threadpoolctl); keep the returned
-    object alive for as long as the limit should hold."""
-    from threadpoolctl import threadpool_limits
+    """Hold every loaded BLAS/OpenMP library at ``threads`` (threadpoolctl), only where one
+    reports another count: the worker's environment sized them before start, and a runtime
+    ``openblas_set_num_threads`` call, even to the count it already has, slows OpenBLAS's pool
+    (the NumPy MLP step from about 0.9 ms to 2.2 ms on the 2-core reference machine). Keep
+    the returned object alive for as long as the limit should hold (None: nothing to hold)."""
+    from threadpoolctl import threadpool_info, threadpool_limits
 
+    if all(int(i["num_threads"]) == threads for i in threadpool_info()):
+        return None
     return threadpool_limits(limits=threads)
 
 
