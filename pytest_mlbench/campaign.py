@@ -20,6 +20,8 @@ best is the session's peak, against which every case's GFLOP/s is judged plausib
 from __future__ import annotations
 
 import math
+import shutil
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -124,6 +126,7 @@ class Campaign:
         self.peaks: dict[str, float] = {}
         self.pools: dict[PoolKey, FrameworkPool] = {}
         self.checked_peaks: set[tuple[PoolKey, str]] = set()
+        self.caches = ""
 
     # -- the whole campaign ---------------------------------------------------------------------
 
@@ -131,12 +134,14 @@ class Campaign:
         """Every case's outcome, by ``key_of(side, case)`` (the case name on the default side)."""
         started = time.monotonic()
         passes = self.plan.processes if self.plan.timing else 1
+        self.caches = tempfile.mkdtemp(prefix="mlbench-caches-")
         try:
             for p in range(passes):
                 self._pass(p, passes, started)
         finally:
             self._close_pools()
             self.oracle.close()
+            shutil.rmtree(self.caches, ignore_errors=True)
         return {key: self._outcome(state) for key, state in self.states.items()}
 
     def _pass(self, p: int, passes: int, started: float) -> None:
@@ -196,7 +201,7 @@ class Campaign:
         if pool is None or pool.pool is None:
             self._pause_all()
             pool = FrameworkPool(key, self.registry[cid.framework], self.plan.threads,
-                                 self.plan.affinity, warm_caches=p > 0, side=side)
+                                 self.plan.affinity, self.caches, side=side)
             pool.start()
             self.pools[key] = pool
         return pool

@@ -61,7 +61,8 @@ class CaseRun:
         # two warm-up rounds (never recorded): the faster says what a round costs; the
         # state the second leaves is where timed round 1 starts
         times = []
-        for first in (("learn", pin), ("round",)):  # "learn" also pins the threads that worked
+        # "learn" (when pinning) also finds the threads that worked and pins them
+        for first in ((("learn", True),) if pin else (("round",),)) + (("round",),):
             warm = self._call(*first, WARMUP, 1, self.calls, {WARMUP: self._keep_call(WARMUP)})
             times.append(float(warm["seconds"][0]))
             self.kept.update(warm["kept"])

@@ -57,7 +57,7 @@ class FrameworkPool:
     registry_entry: str
     threads: int
     affinity: str
-    warm_caches: bool
+    caches: str  # the session's compile-cache folder ("" for none)
     side: Side = field(default_factory=Side)
     pool: Pool | None = None
     info: list[dict[str, Any]] = field(default_factory=list)
@@ -68,8 +68,8 @@ class FrameworkPool:
         config = {"framework": self.key.framework,
                   "registry": {self.key.framework: self.registry_entry},
                   "threads": threads, "affinity": self.affinity,
-                  "warm_caches": self.warm_caches, "dp": dp}
-        env = {**threading_.environment(threads), **env}
+                  "dp": dp}
+        env = {**threading_.environment(threads), **compile_caches(self.caches), **env}
         spec = WorkerSpec(TARGET, world, config, env, self.side.python, self.side.path, cores)
         self.pool = Pool(spec, start_timeout=START_TIMEOUT_S, timeout=CALL_TIMEOUT_S)
         self.pool.start()
@@ -131,6 +131,20 @@ class FrameworkPool:
         if self.pool is not None:
             self.pool.close()
             self.pool = None
+
+
+def compile_caches(folder: str) -> dict[str, str]:
+    """Where the frameworks keep compiled code: one folder per session, shared by every worker
+    of every pass. It starts empty, so what the first pass reports as compile time is a cold
+    compile; later passes reuse it instead of compiling again (XLA's persistent cache for JAX,
+    inductor's FX graph and kernel caches for torch, numba's cache=True)."""
+    if not folder:
+        return {}
+    return {"TORCHINDUCTOR_CACHE_DIR": os.path.join(folder, "inductor"),
+            "NUMBA_CACHE_DIR": os.path.join(folder, "numba"),
+            "JAX_COMPILATION_CACHE_DIR": os.path.join(folder, "jax"),
+            "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+            "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
 
 
 def _split(cores: list[int], n: int) -> list[list[int]]:

@@ -157,6 +157,9 @@ class TraceCounter:
     def __init__(self, fn: Callable[..., Any]) -> None:
         self.fn, self.count = fn, 0
         self.__name__ = getattr(fn, "__name__", "step")
+        # inspect.unwrap finds the function: JAX then names it (and its source) in its
+        # cache-miss explanations, which is how the adapter tells a user jit from its own
+        self.__wrapped__ = fn
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         self.count += 1

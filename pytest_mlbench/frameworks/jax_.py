@@ -195,6 +195,13 @@ class JaxAdapter:
 
         return jax_mesh(case, loss, dp["workers"])
 
+    def warm_up_compiler(self) -> None:
+        """XLA's first compilation in this process (its start-up is not a case's compile)."""
+        import jax
+        import jax.numpy as jnp
+
+        jax.jit(lambda x: jnp.tanh(x) * 2 + 1)(jnp.ones(8)).block_until_ready()
+
     def matmul_gflops(self, dtype: str, n: int, repeats: int) -> float | None:
         import jax
         import jax.numpy as jnp

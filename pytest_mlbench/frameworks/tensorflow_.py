@@ -179,6 +179,13 @@ class TensorflowAdapter:
 
         return tf.device(self._device)
 
+    def warm_up_compiler(self) -> None:
+        """The first tf.function trace and the first XLA compilation of this process."""
+        import tensorflow as tf
+
+        for xla in (False, True):
+            tf.function(lambda x: tf.tanh(x) * 2 + 1, jit_compile=xla)(tf.ones(8)).numpy()
+
     def matmul_gflops(self, dtype: str, n: int, repeats: int) -> float | None:
         import tensorflow as tf
 
