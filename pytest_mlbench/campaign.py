@@ -162,7 +162,6 @@ class Campaign:
                     self._turn(run, 1, 0)
             for run in runs:
                 self._finish(run, p)
-            self._close_pools(dp_only=True)
             done += 1
             self.progress(f"mlbench [process {p + 1}/{passes}] {group}: {len(runs)} case(s) "
                           f"checked{' and timed' if self.plan.timing else ''} in "
@@ -218,11 +217,10 @@ class Campaign:
             pool.pause()
         self.oracle.pause()
 
-    def _close_pools(self, dp_only: bool = False) -> None:
+    def _close_pools(self) -> None:
         for key, pool in list(self.pools.items()):
-            if not dp_only or key.workers > 1:
-                pool.close()
-                del self.pools[key]
+            pool.close()
+            del self.pools[key]
 
     # -- one case ---------------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from pytest_mlbench.checks import assert_identical, assert_threads
 from pytest_mlbench.engine.workers import FrameworkPool
 
 WARMUP = 0  # round 0 is a warm-up: it runs like every other round and is never recorded
+CALL_MIN_S = 120.0  # a timed turn's timeout is 20 times what it should take, at least this
 
 
 @dataclass
@@ -104,7 +105,10 @@ class CaseRun:
             if self.train and r - 1 in wanted:
                 keep[r - 1] = None
         assert self.handle is not None
-        reply = self.pool.case(self.handle, "round", first, rounds, self.calls, keep)
+        # a turn may take what its rounds should take, many times over, but not for ever
+        expected = self.round_s * rounds
+        reply = self.pool.case(self.handle, "round", first, rounds, self.calls, keep,
+                               timeout=max(CALL_MIN_S, 20 * expected))
         seconds = [max(col) for col in zip(*(r["seconds"] for r in reply), strict=True)]
         self.kept.update(agree_kept(reply, self.ctx.where))
         self.seconds += seconds

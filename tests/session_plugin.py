@@ -5,24 +5,17 @@ then exercise baseline_sessions.py without the case engine (which plugin.py also
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from pytest_mlbench import baseline_sessions
-from pytest_mlbench.options import GateSettings, OptionError, build_gate_settings, gate_option_table
-
-
-@dataclasses.dataclass(frozen=True)
-class Settings(GateSettings):
-    save_partial: bool = False
+from pytest_mlbench.options import OptionError, build_gate_settings, gate_option_table
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("mlbench")
     for option in gate_option_table():
-        group.addoption(option.flag, dest=option.key, default=None)
-    group.addoption(baseline_sessions.PARTIAL_OPTION, action="store_true", dest="mlbench_save_partial")
+        extra = {"nargs": "?", "const": "yes"} if option.switch else {}
+        group.addoption(option.flag, dest=option.key, default=None, **extra)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -31,6 +24,4 @@ def pytest_configure(config: pytest.Config) -> None:
         gate = build_gate_settings({o.name: config.getoption(o.key) for o in gate_option_table()})
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
-    settings = Settings(**dataclasses.asdict(gate),
-                        save_partial=config.getoption("mlbench_save_partial"))
-    baseline_sessions.register(config, settings)
+    baseline_sessions.register(config, gate)

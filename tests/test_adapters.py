@@ -70,10 +70,54 @@ def test_torch_tf32_left_on_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None
     adapter = adapter_for("torch", "fp32")
     torch.set_float32_matmul_precision("high")
     monkeypatch.setattr(torch, "set_float32_matmul_precision", lambda value: None)
-    with pytest.raises(PolicyNotApplied, match="matmul precision is not highest"):
+    with pytest.raises(PolicyNotApplied, match="torch float32 matmul precision is high, the fp32 "
+                                               "policy needs highest"):
         adapter.setup("cpu", POLICIES["fp32"], 0)
     monkeypatch.undo()
     torch.set_float32_matmul_precision("highest")
+
+
+def _toggle_tf32(name: str) -> None:
+    """On and off again, as a step that hides TF32 from a check of the current values would."""
+    if name == "torch":
+        import torch
+
+        torch.set_float32_matmul_precision("high")
+        torch.set_float32_matmul_precision("highest")
+    elif name == "tensorflow":
+        import tensorflow as tf
+
+        tf.config.experimental.enable_tensor_float_32_execution(True)
+        tf.config.experimental.enable_tensor_float_32_execution(False)
+    else:
+        import jax
+
+        with jax.default_matmul_precision("tensorfloat32"):
+            pass
+
+
+@pytest.mark.parametrize("name", [n for n in INSTALLED if n in ("jax", "tensorflow", "torch")])
+def test_precision_switched_and_restored_after_setup_is_an_error(name: str) -> None:
+    adapter = adapter_for(name, "fp32")
+    adapter.verify_policy(POLICIES["fp32"])
+    _toggle_tf32(name)
+    with pytest.raises(PolicyNotApplied, match=f"{name} precision settings were changed while "
+                                               r"the case ran \(\d call\(s\): "):
+        adapter.verify_policy(POLICIES["fp32"])
+    adapter.setup("cpu", POLICIES["fp32"], 0)  # the next case starts clean
+    adapter.verify_policy(POLICIES["fp32"])
+
+
+def test_jax_x64_switched_on_in_an_fp32_case_is_an_error() -> None:
+    jax = pytest.importorskip("jax")
+    adapter = adapter_for("jax", "fp32")
+    jax.config.update("jax_enable_x64", True)
+    try:
+        with pytest.raises(PolicyNotApplied, match="jax_enable_x64 is True, the fp32 policy "
+                                                   "needs False"):
+            adapter.verify_policy(POLICIES["fp32"])
+    finally:
+        adapter.setup("cpu", POLICIES["fp32"], 0)
 
 
 @pytest.mark.parametrize("name", [n for n in INSTALLED if n in ("jax", "tensorflow", "torch")])

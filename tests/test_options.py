@@ -4,9 +4,21 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_mlbench.options import OptionError, build_settings, option_table, parse_list
+from pytest_mlbench.options import (
+    OptionError,
+    build_settings,
+    option_table,
+    parse_list,
+    parse_workers,
+)
 
-OPTIONS = ("frameworks", "variants", "device", "precision", "size", "seed")
+OPTIONS = ("frameworks", "variants", "device", "precision", "size", "seed", "workers",
+           "threads", "processes", "affinity")
+
+SETTINGS_TEST = """
+def test_settings(mlbench_settings):
+    print("SETTINGS", mlbench_settings.size, mlbench_settings.seed, mlbench_settings.workers)
+"""
 
 
 def test_help_shows_the_group_with_defaults(pytester: pytest.Pytester) -> None:
@@ -15,7 +27,7 @@ def test_help_shows_the_group_with_defaults(pytester: pytest.Pytester) -> None:
     for name in OPTIONS:
         result.stdout.fnmatch_lines([f"*--mlbench-{name}=*"])
     result.stdout.fnmatch_lines(["*present). Default: cpu; ini: mlbench_device.*"])
-    result.stdout.fnmatch_lines(["*mlbench_size (string):*"])
+    result.stdout.fnmatch_lines(["*mlbench_size (args):*"])
 
 
 @pytest.mark.parametrize(
@@ -28,6 +40,9 @@ def test_help_shows_the_group_with_defaults(pytester: pytest.Pytester) -> None:
         ("size", "huge", "choose from: smoke, default, paper"),
         ("seed", "abc", "give a seed from 0 to 2**32-1"),
         ("seed", "-1", "give a seed from 0 to 2**32-1"),
+        ("workers", "1,x", "'x' is not a worker count; give an integer from 1 to 1024"),
+        ("processes", "0", "'0' is not a process count"),
+        ("affinity", "loose", "unknown value 'loose'; choose from: "),
     ],
 )
 def test_bad_value_is_a_one_line_usage_error(pytester: pytest.Pytester, option: str, value: str,
@@ -38,17 +53,25 @@ def test_bad_value_is_a_one_line_usage_error(pytester: pytest.Pytester, option: 
     assert "Traceback" not in result.stderr.str() + result.stdout.str()
 
 
-def test_bad_ini_value_is_a_usage_error(pytester: pytest.Pytester) -> None:
+def test_bad_ini_value_is_a_usage_error_naming_the_ini_key(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\nmlbench_size = enormous\n")
     result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: --mlbench-size: unknown value 'enormous'; choose from*"])
+    result.stderr.fnmatch_lines(["ERROR: ini mlbench_size: unknown value 'enormous'; choose "
+                                 "from*"])
 
 
 def test_command_line_beats_ini(pytester: pytest.Pytester) -> None:
-    pytester.makeini("[pytest]\nmlbench_size = paper\nmlbench_seed = 7\n")
-    result = pytester.runpytest("--mlbench-size=smoke")
-    result.stdout.fnmatch_lines(["mlbench: * precision=auto size=smoke seed=7 workers=1,2"])
+    pytester.makeini("[pytest]\nmlbench_size = paper\nmlbench_seed = 7\nmlbench_workers = 1 4\n")
+    pytester.makepyfile(test_settings=SETTINGS_TEST)
+    result = pytester.runpytest("--mlbench-size=smoke", "-s")
+    result.stdout.fnmatch_lines(["*SETTINGS smoke 7 (1, 4)*"])
+
+
+def test_an_empty_value_is_refused_wherever_it_comes_from(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--mlbench-size=")
+    result.stderr.fnmatch_lines(["ERROR: --mlbench-size: empty value; give a value or leave the "
+                                 "option out (default: default)"])
 
 
 def test_aliases_and_all() -> None:
@@ -59,6 +82,22 @@ def test_aliases_and_all() -> None:
     assert settings.variants == ("jit",)
 
 
-def test_empty_list_is_rejected() -> None:
+def test_empty_list_and_all_mixed_with_names_are_rejected() -> None:
     with pytest.raises(OptionError, match="empty value; choose from: all, a, b"):
         parse_list(" , ", ("a", "b"))
+    with pytest.raises(OptionError, match="'all' already means every value"):
+        parse_list("all,a", ("a", "b"))
+
+
+def test_workers_option_parses_a_comma_list() -> None:
+    assert parse_workers("1,2,4") == (1, 2, 4)
+    assert parse_workers(" 4, 2 ,4") == (4, 2)
+    assert build_settings({}, option_table()).workers == (1, 2)
+
+
+@pytest.mark.parametrize("bad", ["0", "two", "1,,2", "-1", "2.5", "5000"])
+def test_bad_workers_value_names_option_and_fix(bad: str) -> None:
+    with pytest.raises(OptionError, match=r"^--mlbench-workers: .* is not a worker count; give "
+                                          r"an integer from 1 to \d+, or a comma list such as "
+                                          r"1,2,4$"):
+        build_settings({"workers": bad}, option_table())

@@ -46,11 +46,17 @@ class Spinner(threading.Thread):
 
 @linux_affinity
 def test_a_spinning_thread_is_found_and_pinned_off_the_idle_callers_core() -> None:
-    spinner = Spinner(0.4)
+    spinner = Spinner(1.5)
     before, start = threads.cpu_seconds(), time.perf_counter()
     spinner.start()
-    time.sleep(0.3)  # the caller waits, as XLA's and TensorFlow's callers do
-    busy = threads.busy_threads(before, threads.cpu_seconds(), time.perf_counter() - start)
+    while not spinner.tid:
+        time.sleep(0.01)
+    # the caller waits, as XLA's and TensorFlow's callers do, until the spinner has used a
+    # good share of a core (on a loaded machine that takes longer than its share of wall time)
+    while threads.cpu_seconds().get(spinner.tid, 0.0) < 0.2 and spinner.is_alive():
+        time.sleep(0.05)
+    busy = threads.busy_threads(before, threads.cpu_seconds(), time.perf_counter() - start,
+                                share=0.05)
     assert spinner.tid in busy and threading.get_native_id() not in busy
     cores = threads.cores()
     try:

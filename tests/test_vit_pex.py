@@ -1,41 +1,38 @@
-"""The ViT and per-example-gradient workloads: the weight mapping, the pex reference check, and
-the correctness gate catching broken implementations of both."""
+"""The ViT and per-example-gradient workloads: the weight mapping, the pex reference checks, and
+the checks before timing catching broken implementations of both (tests/gate.py)."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from pytest_mlbench import catalogue, frameworks
-from pytest_mlbench.case import Case, CaseId
-from pytest_mlbench.harness import check_reference, correctness_gate, seeded_start
+from pytest_mlbench import catalogue, data
 from pytest_mlbench.precision import POLICIES
+from pytest_mlbench.reference import OracleService, Reference
+from tests.gate import SUITES, check
 
-SUITES = Path(__file__).resolve().parents[1] / "suites"
-VIT = catalogue.load_module(SUITES / "vit" / "spec.py", "mlbench_suite_vit_spec")
-PEX = catalogue.load_module(SUITES / "pex" / "spec.py", "mlbench_suite_pex_spec")
-
-
-def smoke_start(module: Any, precision: str = "fp64") -> tuple[Any, Any]:
-    return seeded_start(module.SPEC, module.SPEC.sizes["smoke"][0], 0, POLICIES[precision])
+VIT = catalogue.load_suite_file(SUITES / "vit" / "spec.py")
+PEX = catalogue.load_suite_file(SUITES / "pex" / "spec.py")
 
 
-def make_case(module: Any, framework: str, variant: str, precision: str = "fp32") -> Any:
-    """What harness.run_case builds before the gate, for the smoke size."""
-    pytest.importorskip(framework)
-    workload, shape, policy = module.SPEC, module.SPEC.sizes["smoke"][0], POLICIES[precision]
-    adapter = frameworks.load(framework, dict(frameworks.BUILTIN))
-    adapter.setup("cpu", policy, 0)
-    inputs, params = seeded_start(workload, shape, 0, policy)
-    case = Case(CaseId(workload, shape, framework, variant, "cpu", precision), adapter, policy,
-                {k: adapter.asarray(v) for k, v in inputs.items()},
-                {k: adapter.asarray(v) for k, v in params.items()}, 0)
-    return case, inputs, params
+def smoke_start(module: Any, size: str = "smoke") -> tuple[Any, Any]:
+    return data.seeded_start(module.SPEC, module.SPEC.sizes[size][0], 0, POLICIES["fp64"])
+
+
+def verify_reference(spec: Any) -> None:
+    """What test_reference runs: the reference against finite differences."""
+    shape = spec.sizes["smoke"][0]
+    inputs, params = data.seeded_start(spec, shape, 0, POLICIES["fp64"])
+    oracle = OracleService()
+    try:
+        Reference(spec, shape, 0, str(SUITES / "pex"), oracle).verify(
+            spec.all_tasks[0], inputs, params, None)
+    finally:
+        oracle.close()
 
 
 def implementation(module: Any, framework: str) -> Any:
@@ -45,7 +42,7 @@ def implementation(module: Any, framework: str) -> Any:
 
 # -- ViT: the weight mapping --------------------------------------------------------------------
 
-def test_vit_weight_mapping_round_trips():
+def test_vit_weight_mapping_round_trips() -> None:
     _, params = smoke_start(VIT)
     tree = VIT.to_model(params)
     assert len(tree["blocks"]) == VIT.SPEC.sizes["smoke"][0].dims["depth"]
@@ -55,39 +52,26 @@ def test_vit_weight_mapping_round_trips():
     assert all(back[k] is params[k] for k in params)  # a mapping, not a copy
 
 
-def test_vit_weight_mapping_orders_blocks_by_index():
-    _, params = seeded_start(VIT.SPEC, VIT.SPEC.sizes["default"][0], 0, POLICIES["fp64"])
+def test_vit_weight_mapping_orders_blocks_by_index() -> None:
+    _, params = smoke_start(VIT, "default")
     tree = VIT.to_model(params)
-    assert [b["qkv_w"] is params[f"block{i}.qkv_w"] for i, b in enumerate(tree["blocks"])] == \
-        [True] * VIT.SPEC.sizes["default"][0].dims["depth"]
+    depth = VIT.SPEC.sizes["default"][0].dims["depth"]
+    assert [b["qkv_w"] is params[VIT.block_key(i, "qkv_w")]
+            for i, b in enumerate(tree["blocks"])] == [True] * depth
 
 
 @pytest.mark.parametrize("change", ["missing", "unexpected"])
-def test_vit_weight_mapping_rejects_other_names(change):
+def test_vit_weight_mapping_rejects_other_names(change: str) -> None:
     _, params = smoke_start(VIT)
     if change == "missing":
-        del params["block0.ln2_b"]
+        del params[VIT.block_key(0, "ln2_b")]
     else:
-        params["block0.extra"] = np.zeros(1)
+        params[VIT.block_key(0, "extra")] = np.zeros(1)
     with pytest.raises(KeyError, match=change):
         VIT.to_model(params)
 
 
-@pytest.mark.parametrize("framework", ["jax", "torch", "tensorflow"])
-def test_vit_forward_is_a_plain_function_matching_the_reference(framework):
-    """forward(params, x) of each framework, on the mapped tree, gives the reference logits in
-    float64: what a data-parallel step can call per shard."""
-    pytest.importorskip("autograd")
-    impl = implementation(VIT, framework)
-    case, inputs, params = make_case(VIT, framework, "eager", "fp64")
-    dims = case.dims
-    logits = impl.forward(VIT.to_model(case.params), case.data["x"], patch=dims["patch"],
-                          heads=VIT.num_heads(dims))
-    expected = VIT.forward(VIT.to_model(params), inputs["x"], dims["patch"], VIT.num_heads(dims))
-    np.testing.assert_allclose(case.adapter.to_numpy(logits), expected, rtol=1e-10, atol=1e-12)
-
-
-def test_vit_flops_count_every_matmul():
+def test_vit_flops_count_every_matmul() -> None:
     """Smoke size by hand: B=8, N=4, D=32, M=64, K=10, 48 inputs per patch, 1 block."""
     t = 8 * 4
     forward_block = 2 * t * 32 * 96 + 2 * 2 * 8 * 2 * 4 * 4 * 16 + 2 * t * 32 * 32 \
@@ -96,8 +80,8 @@ def test_vit_flops_count_every_matmul():
     assert VIT.SPEC.flops_per_step(VIT.SPEC.sizes["smoke"][0].dims) == expected
 
 
-def test_broken_attention_scale_fails_the_gate(monkeypatch):
-    """Scaling scores by 1/d_head instead of 1/sqrt(d_head) must not get past the gate."""
+def test_broken_attention_scale_fails_the_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scores scaled by 1/d_head instead of 1/sqrt(d_head) must not get past the checks."""
     import torch
 
     impl = implementation(VIT, "torch")
@@ -110,32 +94,28 @@ def test_broken_attention_scale_fails_the_gate(monkeypatch):
         return (weights @ v).transpose(1, 2).reshape(b, n, d) @ blk["proj_w"] + blk["proj_b"]
 
     monkeypatch.setattr(impl, "attention", attention)
-    case, inputs, params = make_case(VIT, "torch", "eager")
-    with pytest.raises(AssertionError, match="loss at the start|gradient of"):
-        correctness_gate(case, impl.build(case), inputs, params, "vit torch eager")
+    with pytest.raises(AssertionError, match=r"torch eager \(vit-torch-eager-cpu-fp32\) (loss at "
+                                             r"the start|gradient of)"):
+        check("vit", "torch")
 
 
-def test_vit_torch_eager_passes_the_gate():
+def test_vit_torch_eager_passes_the_checks() -> None:
     """The control for the test above: the same construction, unbroken, passes."""
-    impl = implementation(VIT, "torch")
-    case, inputs, params = make_case(VIT, "torch", "eager")
-    correctness_gate(case, impl.build(case), inputs, params, "vit torch eager")
+    implementation(VIT, "torch")
+    check("vit", "torch")
 
 
 # -- per-example gradients ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("size", ["smoke", "default", "paper"])
-def test_pex_clipping_is_active_for_some_examples_only(size):
+def test_pex_clipping_is_active_for_some_examples_only(size: str) -> None:
     shape = PEX.SPEC.sizes[size][0]
-    inputs, params = seeded_start(PEX.SPEC, shape, 0, POLICIES["fp64"])
-    h, da, dz = PEX._backward(params, inputs)
-    sq = [np.sum(v * v, axis=1) for v in (inputs["x"], da, h, dz)]
-    norms = np.sqrt(sq[0] * sq[1] + sq[1] + sq[2] * sq[3] + sq[3])
-    clipped = np.mean(norms > PEX.clip_norm(shape.dims["in"], shape.dims["hidden"]))
+    inputs, params = data.seeded_start(PEX.SPEC, shape, 0, POLICIES["fp64"])
+    clipped = np.mean(PEX.clip_factors(params, inputs) < 1.0)
     assert 0.1 <= clipped <= 0.9, f"{size}: {clipped:.0%} of the examples are clipped"
 
 
-def test_pex_vectorised_reference_matches_the_per_example_definition():
+def test_pex_vectorised_reference_matches_the_per_example_definition() -> None:
     inputs, params = smoke_start(PEX)
     c = PEX.clip_factors(params, inputs)
     n = len(inputs["x"])
@@ -148,43 +128,43 @@ def test_pex_vectorised_reference_matches_the_per_example_definition():
 
 def unclipped(p: Any, d: Any) -> dict[str, np.ndarray]:
     """The plain mean of per-example gradients: the gradient of the mean loss."""
-    h, da, dz = PEX._backward(p, d)
     n = len(d["x"])
-    return {"w1": d["x"].T @ da / n, "b1": da.mean(0), "w2": h.T @ dz / n, "b2": dz.mean(0)}
+    grads = [PEX.example_grad(p, d, i) for i in range(n)]
+    return {k: sum(g[k] for g in grads) / n for k in p}
 
 
-def test_pex_reference_check_catches_an_unclipped_gradient():
-    shape = PEX.SPEC.sizes["smoke"][0]
-    check_reference(PEX.SPEC, shape, 0)  # the spec as written passes
+def test_pex_reference_check_catches_an_unclipped_gradient() -> None:
+    verify_reference(PEX.SPEC)  # the spec as written passes
     with pytest.raises(AssertionError, match="clipped mean"):
-        check_reference(replace(PEX.SPEC, grad=unclipped), shape, 0)
+        verify_reference(replace(PEX.SPEC, grad=unclipped))
 
 
-def test_pex_reference_checks_are_needed():
+def test_pex_reference_checks_are_needed() -> None:
     """Without them the generic check compares the clipped mean with the loss's gradient,
     and fails: the field is what makes the reference checkable."""
     with pytest.raises(AssertionError, match="central differences"):
-        check_reference(replace(PEX.SPEC, reference_checks=None), PEX.SPEC.sizes["smoke"][0], 0)
+        verify_reference(replace(PEX.SPEC, reference_checks=None))
 
 
-def test_pex_reference_check_catches_a_wrong_example_gradient(monkeypatch):
+def test_pex_reference_check_catches_a_wrong_example_gradient(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     real = PEX.example_grad
     monkeypatch.setattr(PEX, "example_grad",
                         lambda p, d, i: {**real(p, d, i), "b2": 0.5 * real(p, d, i)["b2"]})
     with pytest.raises(AssertionError, match="example 0"):
-        check_reference(PEX.SPEC, PEX.SPEC.sizes["smoke"][0], 0)
+        verify_reference(PEX.SPEC)
 
 
-def test_pex_loop_without_clipping_fails_the_gate():
+def test_pex_loop_without_clipping_fails_the_checks(monkeypatch: pytest.MonkeyPatch) -> None:
     impl = implementation(PEX, "numpy")
-    case, inputs, params = make_case(PEX, "numpy", "eager")
-    trainer = impl.build(case)
-    trainer.clip = math.inf
-    with pytest.raises(AssertionError, match="gradient of"):
-        correctness_gate(case, trainer, inputs, params, "pex numpy unclipped")
+    real = impl.clipped_mean
+    monkeypatch.setattr(impl, "clipped_mean", lambda p, x, y, clip: real(p, x, y, math.inf))
+    with pytest.raises(AssertionError, match=r"numpy eager \(pex-numpy-eager-cpu-fp32\) gradient "
+                                             r"of"):
+        check("pex", "numpy")
 
 
-def test_pex_vmap_clipping_the_mean_fails_the_gate(monkeypatch):
+def test_pex_vmap_clipping_the_mean_fails_the_checks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Clipping the averaged gradient instead of each example's is a different update."""
     import torch
 
@@ -196,13 +176,14 @@ def test_pex_vmap_clipping_the_mean_fails_the_gate(monkeypatch):
         return {k: v * torch.clamp(clip / norm, max=1.0) for k, v in mean.items()}
 
     monkeypatch.setattr(impl, "clip_and_average", clip_the_mean)
-    case, inputs, params = make_case(PEX, "torch", "eager")
-    with pytest.raises(AssertionError, match="gradient of"):
-        correctness_gate(case, impl.build(case), inputs, params, "pex torch clip-the-mean")
+    with pytest.raises(AssertionError, match=r"torch eager \(pex-torch-eager-cpu-fp32\) gradient "
+                                             r"of"):
+        check("pex", "torch")
 
 
-def test_vit_without_autograd_skips_naming_the_extra(monkeypatch):
+def test_vit_without_autograd_skips_naming_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     """autograd is an optional extra: without it the ViT reference skips, it does not error."""
     monkeypatch.setattr(VIT, "autograd", None)
+    inputs, params = smoke_start(VIT)
     with pytest.raises(pytest.skip.Exception, match=r"pytest-mlbench\[autograd\]"):
-        check_reference(VIT.SPEC, VIT.SPEC.sizes["smoke"][0], 0)
+        VIT.SPEC.grad(params, inputs)

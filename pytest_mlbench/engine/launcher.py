@@ -29,6 +29,8 @@ from typing import Any, Protocol
 
 # seconds a worker gets to leave by itself after "stop" before it is terminated, then killed
 STOP_GRACE_S = 5.0
+# seconds the other ranks get to answer once one rank reported a failure
+FAILED_GRACE_S = 20.0
 PROTOCOL = 2  # bumped when commands change: an A/B worker of another revision must match
 
 
@@ -122,9 +124,14 @@ class Pool:
     """``spec.world`` workers running ``spec.target``; use as a context manager."""
 
     def __init__(self, spec: WorkerSpec, *, start_timeout: float = 180.0,
-                 timeout: float = 300.0, stop_grace: float = STOP_GRACE_S) -> None:
+                 timeout: float = 300.0, stop_grace: float = STOP_GRACE_S,
+                 failed: Callable[[Any], bool] = lambda reply: False,
+                 failed_grace: float = FAILED_GRACE_S) -> None:
         self.spec, self.timeout, self.start_timeout = spec, timeout, start_timeout
         self.stop_grace = stop_grace
+        # a reply that reports a failure: the other ranks get ``failed_grace`` seconds more,
+        # since a rank that failed may leave the others waiting in a collective for ever
+        self.failed, self.failed_grace = failed, failed_grace
         self._failed = False  # after a WorkerError the rest are likely stuck in a collective
         self._procs: list[subprocess.Popen[bytes]] = []
         self._conns: list[Connection] = []
@@ -204,18 +211,27 @@ class Pool:
 
     def _gather_all(self, command: str, timeout: float) -> list[Any]:
         replies: dict[int, Any] = {}
-        deadline = time.monotonic() + timeout
+        start = time.monotonic()
+        deadline = start + timeout
         while len(replies) < len(self._conns):
             pending = [r for r in range(len(self._conns)) if r not in replies]
-            remaining = deadline - time.monotonic()
-            ready = wait([self._conns[r] for r in pending], max(remaining, 0.0))
+            ready = wait([self._conns[r] for r in pending], max(deadline - time.monotonic(), 0))
             if not ready:
-                raise WorkerTimeout(f"worker(s) {pending} of {len(self._conns)} did not answer "
-                                    f"{command!r} within {timeout:g} s (hung or deadlocked)")
+                raise WorkerTimeout(self._late(command, pending, replies, time.monotonic() - start))
             for rank in pending:
                 if self._conns[rank] in ready:
                     replies[rank] = self._reply(rank, command)
+                    if self.failed(replies[rank]):
+                        deadline = min(deadline, time.monotonic() + self.failed_grace)
         return [replies[r] for r in range(len(self._conns))]
+
+    def _late(self, command: str, pending: list[int], replies: dict[int, Any],
+              waited: float) -> str:
+        failed = next((r for r, v in replies.items() if self.failed(v)), None)
+        why = (f" after worker {failed} reported a failure (left waiting in a collective?): "
+               f"{replies[failed]}" if failed is not None else " (hung or deadlocked)")
+        return (f"worker(s) {pending} of {len(self._conns)} did not answer {command!r} within "
+                f"{waited:.0f} s{why}")
 
     def _reply(self, rank: int, command: str) -> Any:
         conn, proc = self._conns[rank], self._procs[rank]

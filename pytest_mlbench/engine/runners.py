@@ -54,6 +54,7 @@ class Runner:
 
     def __init__(self, impl: Any, adapter: Any, stateful: bool) -> None:
         self.impl, self.adapter, self.stateful = impl, adapter, stateful
+        self.calls = 0  # timed-unit calls so far (training: optimizer steps), counted here
 
     def to_np(self, tree: Mapping[str, Any]) -> Arrays:
         return {k: self.adapter.to_numpy(v) for k, v in tree.items()}
@@ -91,6 +92,7 @@ class Runner:
 
 class TrainRunner(Runner):
     def call(self, probe: Any) -> Any:
+        self.calls += 1
         return self.impl.step()
 
     def tail(self) -> Any:

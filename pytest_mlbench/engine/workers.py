@@ -18,7 +18,7 @@ from pytest_mlbench.engine.launcher import Pool, WorkerSpec, free_loopback_port
 
 TARGET = "pytest_mlbench.engine.worker:build"
 START_TIMEOUT_S = 300.0  # spawn + import tensorflow + warm-up on a loaded 2-core machine
-CALL_TIMEOUT_S = 1800.0  # one command: a paper-size round can take minutes
+CALL_TIMEOUT_S = 600.0  # one command (a timed turn gets what its rounds should take, more)
 
 
 class CaseFailed(AssertionError):
@@ -71,7 +71,8 @@ class FrameworkPool:
                   "dp": dp}
         env = {**threading_.environment(threads), **compile_caches(self.caches), **env}
         spec = WorkerSpec(TARGET, world, config, env, self.side.python, self.side.path, cores)
-        self.pool = Pool(spec, start_timeout=START_TIMEOUT_S, timeout=CALL_TIMEOUT_S)
+        self.pool = Pool(spec, start_timeout=START_TIMEOUT_S, timeout=CALL_TIMEOUT_S,
+                         failed=lambda reply: isinstance(reply, dict) and "ok" not in reply)
         self.pool.start()
         self.info = self.pool.call("info")
 
@@ -110,10 +111,11 @@ class FrameworkPool:
         handles = self._values(self.pool.call("open", spec))
         return int(handles[0])
 
-    def case(self, handle: int, method: str, *args: Any) -> list[Any]:
+    def case(self, handle: int, method: str, *args: Any, timeout: float | None = None,
+             ) -> list[Any]:
         """The command's value on every rank (one entry for a single-device case)."""
         assert self.pool is not None
-        return self._values(self.pool.call("case", (handle, method, args)))
+        return self._values(self.pool.call("case", (handle, method, args), timeout))
 
     def close_case(self, handle: int) -> None:
         if self.pool is not None:

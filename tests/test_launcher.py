@@ -1,30 +1,26 @@
-"""The data-parallel machinery: worker crash and hang detection with the worker's own error,
-no process left behind, the --mlbench-workers option, and the correctness gate catching a
-wrong gradient reduction in both engines."""
+"""The launcher every worker process comes from (framework workers, data-parallel ranks, the
+oracle): a crash or a hang surfaces as a WorkerError with the worker's own traceback or exit
+code, never as a silent hang, and closing a pool leaves no process behind. The workers that
+misbehave on purpose are in pytest_mlbench/engine/faults.py."""
 
 from __future__ import annotations
 
 import multiprocessing
 import time
-from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 
-from pytest_mlbench import catalogue
-from pytest_mlbench.distributed import runner
-from pytest_mlbench.distributed.launcher import (
+from pytest_mlbench.engine.launcher import (
     Pool,
     WorkerCrashed,
     WorkerError,
     WorkerSpec,
     WorkerTimeout,
 )
-from pytest_mlbench.options import OptionError, build_settings, option_table, parse_workers
 
-ROOT = Path(__file__).resolve().parents[1]
-FAULTY = "pytest_mlbench.distributed.faults:faulty"
+FAULTY = "pytest_mlbench.engine.faults:faulty"
 
 
 def _children() -> set[int]:
@@ -102,46 +98,35 @@ def test_worker_errors_are_one_family() -> None:
     assert issubclass(WorkerCrashed, WorkerError) and issubclass(WorkerTimeout, WorkerError)
 
 
-# -- --mlbench-workers ---------------------------------------------------------------------------
-
-def test_workers_option_parses_a_comma_list() -> None:
-    assert parse_workers("1,2,4") == (1, 2, 4)
-    assert parse_workers(" 4, 2 ,4") == (4, 2)
-    assert build_settings({}, option_table()).workers == (1, 2)
-
-
-@pytest.mark.parametrize("bad", ["", "0", "two", "1,,2", "-1", "2.5", "5000"])
-def test_bad_workers_value_names_option_and_fix(bad: str) -> None:
-    with pytest.raises(OptionError, match=r"^--mlbench-workers: .* is not a worker count; give "
-                                          r"a comma list of integers from 1 to \d+, such as "
-                                          r"1,2,4$"):
-        build_settings({"workers": bad}, option_table())
+def test_paused_workers_resume_for_the_next_command(no_leftovers: None) -> None:
+    """A paused pool (SIGSTOP, while another framework is timed) answers the next command."""
+    with _pool() as pool:
+        pool.pause()
+        assert pool.paused
+        assert [r["payload"] for r in pool.call("echo", 3)] == [3, 3]
+        assert not pool.paused
 
 
-def test_bad_workers_is_a_one_line_usage_error(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_x="def test_x(): pass")
-    result = pytester.runpytest("--mlbench-workers=1,x")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: --mlbench-workers: 'x' is not a worker count;*"])
+def test_closing_a_paused_pool_leaves_nothing_behind(no_leftovers: None) -> None:
+    with _pool() as pool:
+        pool.pause()
 
 
-# -- the correctness gate against a wrong reduction ----------------------------------------------
+def test_a_command_sent_after_a_crash_still_reports_and_close_reaps(no_leftovers: None) -> None:
+    pool = _pool(fault_rank=0, fault_at="go", fault="exit")
+    with pytest.raises(WorkerCrashed), pool:
+        pool.call("echo", 1)
+        pool.call("go")
 
-def _mlp_case(framework: str, workers: int) -> runner.DPCase:
-    mlp = catalogue.load_workload(ROOT / "suites" / "mlp")
-    return runner.DPCase(mlp, mlp.sizes["smoke"][0], framework, workers, "cpu", "fp32")
 
-
-@pytest.mark.parametrize("framework", ["jax", "torch"])
-def test_summed_gradients_fail_the_single_device_check(framework: str,
-                                                       no_leftovers: None) -> None:
-    """Summing the shards' gradients instead of averaging doubles the step on 2 workers;
-    the gate must say so before anything is timed."""
-    pytest.importorskip(framework)
-    case = _mlp_case(framework, 2)
-    inputs, params = runner.prepare(case, seed=0)
-    spec = runner.worker_spec(case, ROOT / "suites" / "dp", inputs, params, 0, reduction="sum")
-    with pytest.raises(AssertionError, match=r"vs single-device after 1 step\(s\), displacement "
-                                             r"of w\d: \d+ of \d+ elements differ"), \
-            runner.start_pool(case, spec, start_timeout=120.0, timeout=60.0) as pool:
-        runner.check_dp(pool, case, inputs, params)
+def test_a_rank_that_fails_does_not_leave_the_parent_waiting_on_the_others(
+        no_leftovers: None) -> None:
+    """Rank 1 reports a failure while rank 0 hangs (as a rank left in a collective would):
+    the parent gives up after the grace period, not after the call's full timeout."""
+    spec = WorkerSpec(FAULTY, 2, {"fault_rank": 0, "fault_at": "go", "fault": "hang"})
+    pool = Pool(spec, start_timeout=30.0, timeout=600.0, stop_grace=1.0,
+                failed=lambda reply: reply.get("rank") == 1, failed_grace=1.0)
+    start = time.monotonic()
+    with pytest.raises(WorkerTimeout, match=r"after worker 1 reported a failure"), pool:
+        pool.call("go")
+    assert time.monotonic() - start < 30.0

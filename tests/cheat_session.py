@@ -1,0 +1,78 @@
+"""Runs the cheaters of tests/cheats/ through the real plugin and engine, in a pytest of its
+own (a temporary folder holding a copy of them as its suites root), and reads each case's
+outcome and message back from the session's JUnit XML."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+CHEATS = Path(__file__).resolve().parent / "cheats"
+TIMEOUT_S = 900
+
+
+@dataclass(frozen=True)
+class Result:
+    status: str  # passed, failed, skipped, error
+    message: str
+
+
+@dataclass(frozen=True)
+class Session:
+    results: dict[str, Result]  # by case name (noop-numpy-eager-cpu-fp32), or test_reference[noop]
+    output: str
+    folder: Path
+
+    def __getitem__(self, case: str) -> Result:
+        if case not in self.results:
+            raise AssertionError(f"case {case} is not in the session; it ran "
+                                 f"{sorted(self.results)}\n{self.output[-3000:]}")
+        return self.results[case]
+
+
+def make_folder(folder: Path) -> Path:
+    """``folder`` as a project: suites/ (the workloads and a test module), conftest.py with
+    the cheating adapters' hook, pytest.ini pointing mlbench_suites at suites/."""
+    suites = folder / "suites"
+    shutil.copytree(CHEATS, suites, ignore=shutil.ignore_patterns("__pycache__", "hooks.py",
+                                                                  "session_module.py"))
+    shutil.copy(CHEATS / "session_module.py", suites / "test_cheats.py")
+    shutil.copy(CHEATS / "hooks.py", folder / "conftest.py")
+    (folder / "pytest.ini").write_text("[pytest]\nmlbench_suites = suites\n")
+    return folder
+
+
+def run(folder: Path, *args: str) -> Session:
+    """One pytest session over the cheaters with ``args`` (a -k selection, timing options)."""
+    make_folder(folder)
+    report = folder / "report.xml"
+    cmd = [sys.executable, "-m", "pytest", "suites", "-p", "no:cacheprovider", "-q",
+           "--mlbench-size=smoke", f"--junitxml={report}", "-o", "junit_family=xunit2", *args]
+    done = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, timeout=TIMEOUT_S,
+                          check=False)
+    output = done.stdout + done.stderr
+    if not report.exists():
+        raise AssertionError(f"the session wrote no report:\n{output}")
+    return Session(parse(report), output, folder)
+
+
+def parse(report: Path) -> dict[str, Result]:
+    out = {}
+    for case in ET.parse(report).getroot().iter("testcase"):
+        name = case.get("name", "")
+        if "[" not in name:
+            continue
+        status, message = "passed", ""
+        for kind in ("failure", "error", "skipped"):
+            found = case.find(kind)
+            if found is not None:
+                status = {"failure": "failed"}.get(kind, kind)
+                message = found.text or found.get("message") or ""
+                break
+        test, _, param = name[:-1].partition("[")
+        out[param if test == "test_case" else f"{test}[{param}]"] = Result(status, message)
+    return out

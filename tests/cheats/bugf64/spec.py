@@ -1,0 +1,10 @@
+"""The parameters widened to float64 by the first step of an fp32 case."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_mlbench import load_suite_file
+
+SPECS = load_suite_file(Path(__file__).parents[1] / "specs.py")
+SPEC = SPECS.mlp("bugf64", numpy=("eager",))

@@ -1,0 +1,36 @@
+"""The step called as it is for the jit variant: op by op, labelled jit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from pytest_mlbench import sgd_step
+
+
+def loss_fn(p: dict[str, Any], x: Any, y: Any) -> Any:
+    r = x @ p["w"] - y
+    return 0.5 * jnp.mean(r * r)
+
+
+class Trainer:
+    def __init__(self, case: Any) -> None:
+        self.step_fn = sgd_step(loss_fn, jax.value_and_grad, case.learning_rate)
+        self.p, self.x, self.y = dict(case.params), case.data["x"], case.data["y"]
+
+    def params(self) -> Any:
+        return self.p
+
+    def loss_and_grads(self) -> Any:
+        loss, g, _ = self.step_fn(self.p, self.x, self.y)
+        return loss, g
+
+    def step(self) -> Any:
+        loss, _, self.p = self.step_fn(self.p, self.x, self.y)
+        return loss
+
+
+def build(case: Any) -> Trainer:
+    return Trainer(case)

@@ -1,0 +1,30 @@
+"""The honest step, whose batch is repeated twice after the checked steps (the same mean, a
+new shape)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jax.numpy as jnp
+
+from pytest_mlbench import load_suite_file
+
+HONEST = load_suite_file(Path(__file__).parents[1] / "honest" / "impl_jax.py")
+CHECKED = 3
+
+
+class Shrinking:
+    def __init__(self, case: Any) -> None:
+        self.inner, self.calls = HONEST.build(case), 0
+        self.params, self.loss_and_grads = self.inner.params, self.inner.loss_and_grads
+
+    def step(self) -> Any:
+        self.calls += 1
+        if self.calls == CHECKED + 1:
+            self.inner.data = tuple(jnp.concatenate([d, d]) for d in self.inner.data)
+        return self.inner.step()
+
+
+def build(case: Any) -> Shrinking:
+    return Shrinking(case)

@@ -1,0 +1,10 @@
+"""The tanh derivative dropped from the backward pass."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_mlbench import load_suite_file
+
+SPECS = load_suite_file(Path(__file__).parents[1] / "specs.py")
+SPEC = SPECS.mlp("bugtanh", numpy=("eager",))

@@ -1,0 +1,10 @@
+"""A data-parallel step whose gradients add up over the ranks instead of averaging."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_mlbench import load_suite_file
+
+SPECS = load_suite_file(Path(__file__).parents[1] / "specs.py")
+SPEC = SPECS.mlp("dpsum", {"torch": "eager"}, torch=("eager",))

@@ -1,0 +1,45 @@
+"""After the checked steps, params() returns the parameters before the latest step (a closure
+that captured the previous array) and loss_and_grads() is evaluated there too: every round
+looks like a right step from a state one step behind, the newest step is never waited for,
+and the loss and gradient after timing agree with the parameters reported."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from pytest_mlbench import FunctionalSGD
+
+CHECKED = 3
+
+
+def loss_fn(p: dict[str, Any], x: Any, y: Any) -> Any:
+    r = x @ p["w"] - y
+    return 0.5 * jnp.mean(r * r)
+
+
+class Lagging:
+    def __init__(self, case: Any) -> None:
+        self.inner = FunctionalSGD(case, loss_fn, jax.value_and_grad)
+        self.previous = self.inner.params()
+        self.calls = 0
+
+    def params(self) -> Any:
+        return self.previous if self.calls > CHECKED else self.inner.params()
+
+    def loss_and_grads(self) -> Any:
+        if self.calls <= CHECKED:
+            return self.inner.loss_and_grads()
+        loss, g, _ = self.inner.compiled_step(self.previous, *self.inner.data)
+        return loss, g
+
+    def step(self) -> Any:
+        self.calls += 1
+        self.previous = self.inner.params()
+        return self.inner.step()
+
+
+def build(case: Any) -> Lagging:
+    return Lagging(case)

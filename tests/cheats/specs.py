@@ -1,0 +1,157 @@
+"""Workloads for the cheating and buggy implementations of tests/test_cheaters.py.
+
+Each folder beside this file is one way of cheating (or one honest control); its spec.py calls
+``lin`` or ``mlp`` here with the implementations it holds. The session copies this folder to a
+temporary suites root, so nothing here is ever part of the project's own suites.
+
+``lin`` is least squares with a step size large enough that every step changes the gradient
+by a third: a stale gradient, a skipped step or a half batch moves the parameters visibly
+differently from the reference. ``mlp`` is the seed MLP (no biases), for the layer APIs and the
+data-parallel engines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from pytest_mlbench import Arrays, Shape, Workload
+
+SIZES = ("smoke", "default", "paper")
+
+
+def _same_sizes(shape: Shape) -> dict[str, tuple[Shape, ...]]:
+    return {size: (shape,) for size in SIZES}
+
+
+# -- least squares ---------------------------------------------------------------------------
+
+def lin_data(rng: np.random.Generator, dims: Mapping[str, int]) -> Arrays:
+    x = rng.standard_normal((dims["n"], dims["d"]))
+    return {"x": x, "y": x @ rng.standard_normal((dims["d"], 1))
+            + 0.1 * rng.standard_normal((dims["n"], 1))}
+
+
+def lin_params(rng: np.random.Generator, dims: Mapping[str, int]) -> Arrays:
+    return {"w": 0.1 * rng.standard_normal((dims["d"], 1))}
+
+
+def lin_loss(p: Mapping[str, np.ndarray], d: Mapping[str, np.ndarray]) -> float:
+    r = d["x"] @ p["w"] - d["y"]
+    return float(0.5 * np.mean(r * r))
+
+
+def lin_grad(p: Mapping[str, np.ndarray], d: Mapping[str, np.ndarray]) -> Arrays:
+    r = d["x"] @ p["w"] - d["y"]
+    return {"w": d["x"].T @ r / len(r)}
+
+
+def lin(name: str, flops_scale: int = 1, **implementations: tuple[str, ...]) -> Workload:
+    """Least squares, 256 x 16, four steps a timed call, lr 0.3."""
+    return Workload(
+        name=name, summary="least squares for cheaters", data_key="lin",
+        sizes=_same_sizes(Shape({"n": 256, "d": 16}, steps_per_call=4)),
+        learning_rate=0.3, make_data=lin_data, make_params=lin_params, loss=lin_loss,
+        grad=lin_grad, flops_per_step=lambda dims: flops_scale * 4 * dims["n"] * dims["d"],
+        implementations=implementations)
+
+
+# -- the seed MLP ----------------------------------------------------------------------------
+
+IN, HIDDEN = 128, 128
+
+
+def mlp_data(rng: np.random.Generator, dims: Mapping[str, int]) -> Arrays:
+    return {"x": rng.standard_normal((dims["batch"], IN)),
+            "y": rng.integers(0, 2, size=(dims["batch"], 1)).astype(np.float64)}
+
+
+def mlp_params(rng: np.random.Generator, dims: Mapping[str, int]) -> Arrays:
+    return {"w1": 0.01 * rng.standard_normal((IN, HIDDEN)),
+            "w2": 0.01 * rng.standard_normal((HIDDEN, 1))}
+
+
+def mlp_loss(p: Mapping[str, np.ndarray], d: Mapping[str, np.ndarray]) -> float:
+    z = np.tanh(d["x"] @ p["w1"]) @ p["w2"]
+    return float(np.mean(np.logaddexp(0, z) - d["y"] * z))
+
+
+def mlp_grad(p: Mapping[str, np.ndarray], d: Mapping[str, np.ndarray]) -> Arrays:
+    h = np.tanh(d["x"] @ p["w1"])
+    z = h @ p["w2"]
+    dz = (0.5 * (1 + np.tanh(z / 2)) - d["y"]) / len(z)
+    dh = (dz @ p["w2"].T) * (1 - h * h)
+    return {"w1": d["x"].T @ dh, "w2": h.T @ dz}
+
+
+def mlp(name: str, data_parallel: Mapping[str, str] | None = None,
+        **implementations: tuple[str, ...]) -> Workload:
+    """The seed MLP at batch 64, one step a timed call, lr 1e-2."""
+    return Workload(
+        name=name, summary="seed MLP for cheaters", data_key="mlp",
+        sizes=_same_sizes(Shape({"batch": 64})), learning_rate=1e-2, make_data=mlp_data,
+        make_params=mlp_params, loss=mlp_loss, grad=mlp_grad,
+        flops_per_step=lambda dims: 4 * dims["batch"] * IN * HIDDEN,
+        data_parallel=dict(data_parallel or {}), implementations=implementations)
+
+
+CHECKED = 3  # the checked steps before timing (Workload.check_steps): cheaters switch after
+
+
+class LinNumpy:
+    """The honest least-squares trainer in NumPy, which the NumPy cheaters start from."""
+
+    def __init__(self, case: object) -> None:
+        self.w = case.params["w"]  # type: ignore[attr-defined]
+        self.x, self.y = case.data["x"], case.data["y"]  # type: ignore[attr-defined]
+        self.lr = case.learning_rate  # type: ignore[attr-defined]
+        self.calls = 0
+
+    def params(self) -> dict[str, np.ndarray]:
+        return {"w": self.w}
+
+    def loss_and_grads(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        r = self.x @ self.w - self.y
+        return 0.5 * np.mean(r * r), {"w": self.x.T @ r / len(r)}
+
+    def honest_step(self) -> np.ndarray:
+        loss, g = self.loss_and_grads()
+        self.w = self.w - self.lr * g["w"]
+        return loss
+
+    def step(self) -> np.ndarray:
+        self.calls += 1
+        return self.honest_step() if self.calls <= CHECKED else self.cheat()
+
+    def cheat(self) -> np.ndarray:
+        return self.honest_step()
+
+
+class MlpNumpy:
+    """The seed MLP's honest NumPy trainer (suites/mlp), which the broken ones start from:
+    ``gradient`` is the hand-written backward pass each of them gets wrong in its own way."""
+
+    def __init__(self, case: object) -> None:
+        self.w1, self.w2 = case.params["w1"], case.params["w2"]  # type: ignore[attr-defined]
+        self.x, self.y = case.data["x"], case.data["y"]  # type: ignore[attr-defined]
+        self.lr = case.learning_rate  # type: ignore[attr-defined]
+
+    def params(self) -> dict[str, np.ndarray]:
+        return {"w1": self.w1, "w2": self.w2}
+
+    def gradient(self, h: np.ndarray, z: np.ndarray) -> dict[str, np.ndarray]:
+        dz = (0.5 * (1 + np.tanh(0.5 * z)) - self.y) / z.shape[0]
+        dh = (dz @ self.w2.T) * (1 - h * h)
+        return {"w1": self.x.T @ dh, "w2": h.T @ dz}
+
+    def loss_and_grads(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        h = np.tanh(self.x @ self.w1)
+        z = h @ self.w2
+        return np.mean(np.logaddexp(0, z) - self.y * z), self.gradient(h, z)
+
+    def step(self) -> np.ndarray:
+        loss, g = self.loss_and_grads()
+        self.w1 = self.w1 - self.lr * g["w1"]
+        self.w2 = self.w2 - self.lr * g["w2"]
+        return loss

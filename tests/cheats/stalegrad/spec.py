@@ -1,0 +1,10 @@
+"""After the checked steps the step reuses the last checked gradient."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_mlbench import load_suite_file
+
+SPECS = load_suite_file(Path(__file__).parents[1] / "specs.py")
+SPEC = SPECS.lin("stalegrad", numpy=("eager",))

@@ -1,0 +1,199 @@
+"""Issue 9: cheating and buggy implementations of every class, run through the real plugin and
+engine, each caught with a message naming framework, variant, case and what differed; honest
+implementations of every framework pass the same sessions; audited rounds cannot be foreseen.
+
+The implementations are in tests/cheats/ (one workload folder per way of cheating), copied to a
+temporary suites root for each session (cheat_session.py). One session (``checked``, in
+conftest.py, shared with test_checks.py) checks every class with --benchmark-disable (nothing
+timed, every check, one audited round); a second, timed on a tiny shape, shows what needs
+timing: plausibility against the measured peak, and audits drawn at random. No test asserts on
+speed."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.cheat_session import Session, run
+
+AUDIT = r"timed round \d+ \(audited\): the implementation did less or different work while timed"
+EAGER = r"the eager variant compiled \(\d+ during (build|check|timing)\)"
+POLICY = r"precision policy fp32 no longer holds after timing: "
+
+
+@pytest.fixture(scope="module")
+def timed(tmp_path_factory: pytest.TempPathFactory) -> Session:
+    """Timed, NumPy only, least squares at 256 x 16: a few seconds of rounds in all."""
+    folder = tmp_path_factory.mktemp("timed")
+    return run(folder, "--mlbench-workers=1", "--mlbench-processes=2",
+               "--benchmark-max-time=0.02", "--benchmark-min-rounds=5",
+               f"--benchmark-json={folder / 'run.json'}",
+               "-k", "overclaim or auditguess or honest-numpy")
+
+
+def assert_caught(session: Session, case: str, pattern: str) -> None:
+    """Failed, and the message names framework and variant, the case, and what differed."""
+    result = session[case]
+    framework, variant = case.split("-")[1:3]
+    assert result.status == "failed", f"{case} was not caught ({result.status}):\n" \
+                                      f"{session.output[-2000:]}"
+    assert f"{framework} {variant} ({case})" in result.message, result.message
+    assert re.search(pattern, result.message), f"{case}: {result.message}"
+
+
+def case(name: str, framework: str, variant: str = "eager", workers: int = 1) -> str:
+    w = f"-w{workers}" if workers > 1 else ""
+    return f"{name}-{framework}-{variant}{w}-cpu-fp32"
+
+
+# -- a step that does less once the checked steps are over -------------------------------------
+
+@pytest.mark.parametrize(("name", "what"), [
+    ("noop", r"4 step\(s\) from the round's start, displacement of w: .* actual 0,"),
+    ("fwdonly", r"4 step\(s\) from the round's start, displacement of w: .* actual 0,"),
+    ("stalegrad", r"4 step\(s\) from the round's start, displacement of w: differs by"),
+])
+def test_a_step_that_stops_working_after_the_checks_fails_its_audited_round(
+        checked: Session, name: str, what: str) -> None:
+    assert_caught(checked, case(name, "numpy"), f"{AUDIT}.*{what}")
+
+
+@pytest.mark.parametrize(("name", "framework"), [
+    ("slicewarm", "jax"), ("slicewarm", "torch"), ("slicewarm", "tensorflow"),
+    ("slicecold", "jax")])
+def test_a_second_compiled_step_on_half_the_batch_fails_warmed_up_or_not(
+        checked: Session, name: str, framework: str) -> None:
+    """Warmed up in build(), nothing compiles while timed: the audit sees the half batch."""
+    assert_caught(checked, case(name, framework, "jit"),
+                  rf"{AUDIT}.*4 step\(s\) from the round's start, displacement of w")
+
+
+def test_work_handed_to_a_thread_fails_its_audited_round(checked: Session) -> None:
+    assert_caught(checked, case("thread", "numpy"), rf"{AUDIT}.*displacement of w")
+
+
+def test_parameters_reported_a_step_behind_fail_the_step_count_from_the_start(
+        checked: Session) -> None:
+    """Every round looks right from a state one step behind; counted from the seeded start
+    by the engine's own count of step() calls, the missing step shows."""
+    assert_caught(checked, case("lag", "jax", "jit"),
+                  rf"{AUDIT}.*\d+ step\(s\) from the seeded start \(step\(\) has been called \d+ "
+                  r"time\(s\).*displacement of w")
+
+
+# -- eager means eager --------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("name", "framework", "phase"), [
+    ("eagerjit", "jax", "check"), ("eagerjit", "torch", "check"),
+    ("eagerjit", "tensorflow", "check"), ("eagerscript", "torch", "build")])
+def test_an_eager_variant_that_compiles_fails(checked: Session, name: str, framework: str,
+                                              phase: str) -> None:
+    assert_caught(checked, case(name, framework), EAGER.replace("(build|check|timing)", phase))
+
+
+# -- precision ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("name", "framework", "what"), [
+    ("tf32", "torch", "torch float32 matmul precision is high, the fp32 policy needs highest"),
+    ("tf32", "tensorflow", "tensorflow TF32 execution is on, the fp32 policy needs it off"),
+    ("tf32", "jax", "jax matmul precision is tensorfloat32, the fp32 policy needs highest"),
+    ("tf32step", "torch", r"torch precision settings were changed while the case ran \(\d+ "
+                          r"call\(s\): torch._C._set_float32_matmul_precision\('high'\)"),
+    ("tf32step", "tensorflow", r"tensorflow precision settings were changed while the case ran "
+                               r"\(\d+ call\(s\): enable_tensor_float_32_execution\(True\)"),
+    ("tf32step", "jax", r"jax precision settings were changed while the case ran \(\d+ "
+                        r"call\(s\): jax_default_matmul_precision='bfloat16'"),
+    ("x64", "jax", "jax_enable_x64 is True, the fp32 policy needs False"),
+])
+def test_precision_changed_after_the_adapters_check_fails(checked: Session, name: str,
+                                                          framework: str, what: str) -> None:
+    """Switched on in build() and left on, or on for each step and off before returning."""
+    assert_caught(checked, case(name, framework), POLICY + what)
+
+
+def test_parameters_drifting_to_float64_fail(checked: Session) -> None:
+    assert_caught(checked, case("f64drift", "numpy"),
+                  r"params after timing: dtype is not the policy's float32: \{'w': 'float64'\}")
+
+
+# -- parameters nobody reports ------------------------------------------------------------------
+
+@pytest.mark.parametrize(("framework", "holder"), [
+    ("torch", r"3 trainable nn.Parameter\(s\)"), ("tensorflow", r"3 trainable variable\(s\)"),
+    ("jax", r"1 Flax variable collection\(s\)")])
+def test_a_layer_api_bias_nobody_reports_fails_the_census(checked: Session, framework: str,
+                                                          holder: str) -> None:
+    assert_caught(checked, case("bias", framework),
+                  rf"at the start: {holder} hold 16640 trainable elements, the spec's "
+                  r"parameters 16512: a parameter \(a bias\?\) trains without being reported")
+
+
+def test_a_hidden_bias_training_after_the_checks_fails(
+        checked: Session) -> None:
+    """Plain arrays: no census to ask. Either an audited round sees the parameters move
+    otherwise than the reference's, or (when the audited rounds are too early to tell) the loss
+    or gradient where training has taken the parameters is not the reference's there."""
+    assert_caught(checked, case("hiddenbias", "numpy"),
+                  rf"(loss|gradient) where training took the parameters.*: differs by|{AUDIT}")
+
+
+# -- data-parallel ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("framework", "variant"), [("torch", "eager"), ("jax", "jit")])
+def test_a_data_parallel_step_on_part_of_the_batch_fails_its_audited_round(
+        checked: Session, framework: str, variant: str) -> None:
+    """torch: rank 1's data_parallel_loss halves its shard after a call count (DDP still
+    averages, so the ranks agree on the wrong step); JAX: the hook's adapter switches the Mesh
+    step to a second, warmed-up jitted step on half the batch."""
+    assert_caught(checked, case("dpshard", framework, variant, workers=2),
+                  rf"{AUDIT}.*1 step\(s\) from the round's start, displacement of w\d")
+
+
+def test_data_parallel_replicas_that_drift_apart_fail(checked: Session) -> None:
+    assert_caught(checked, case("dpdrift", "torch", workers=2),
+                  r"rank 1 vs rank 0 .*w1: not the same bytes: \d+ of 16384 elements differ")
+
+
+# -- no false alarm -------------------------------------------------------------------------------
+
+HONEST = [case("honest", "numpy"), case("honest", "jax"), case("honest", "jax", "jit"),
+          case("honest", "torch"), case("honest", "torch", "jit"), case("honest", "tensorflow"),
+          case("honest", "tensorflow", "jit"), case("dphonest", "torch"),
+          case("dphonest", "jax", "jit"), case("dphonest", "torch", workers=2),
+          case("dphonest", "jax", "jit", workers=2),
+          # the single-device cases of the data-parallel cheaters' folders are honest
+          case("dpshard", "torch"), case("dpshard", "jax", "jit"), case("dpdrift", "torch")]
+
+
+@pytest.mark.parametrize("name", HONEST)
+def test_honest_implementations_pass_the_same_session(checked: Session, name: str) -> None:
+    result = checked[name]
+    assert result.status == "passed", f"{name}: {result.message}"
+
+
+# -- what needs timing ----------------------------------------------------------------------------
+
+def test_a_flop_count_beyond_the_measured_peak_fails_as_implausible(timed: Session) -> None:
+    assert_caught(timed, case("overclaim", "numpy"),
+                  r"physically implausible: [\d.]+ GFLOP/s achieved, but this machine's "
+                  r"matrix-multiply peak for the dtype measured [\d.]+ GFLOP/s in this session")
+
+
+def test_a_cheater_guessing_the_audited_rounds_from_its_call_count_is_caught_when_timed(
+        timed: Session) -> None:
+    """Honest in every round a --benchmark-disable session runs (and audits); timed sessions
+    audit rounds drawn at random, seeded, which it cannot foresee."""
+    assert_caught(timed, case("auditguess", "numpy"), AUDIT)
+
+
+def test_the_audited_rounds_differ_between_passes_and_the_honest_case_passes_timed(
+        timed: Session) -> None:
+    assert timed[case("honest", "numpy")].status == "passed", timed.output[-2000:]
+    run_json = json.loads(Path(timed.folder / "run.json").read_text())
+    (bench,) = [b for b in run_json["benchmarks"] if "honest-numpy" in b["name"]]
+    audited = bench["extra_info"]["mlbench"]["checks"]["audited_rounds"]
+    assert len(audited) == 2 and all(audited), audited  # every pass audited some rounds
+    assert audited[0] != audited[1], audited
