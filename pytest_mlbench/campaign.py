@@ -127,6 +127,7 @@ class Campaign:
         self.pools: dict[PoolKey, FrameworkPool] = {}
         self.checked_peaks: set[tuple[PoolKey, str]] = set()
         self.caches = ""
+        self.cancelled = False
 
     # -- the whole campaign ---------------------------------------------------------------------
 
@@ -148,6 +149,8 @@ class Campaign:
         done = p * len(self._groups())
         for group, states in self._groups():
             alive = [s for s in states if s.alive]
+            if self.cancelled:
+                raise KeyboardInterrupt("the campaign was cancelled")
             if not alive:
                 continue
             begun = time.monotonic()
@@ -167,6 +170,13 @@ class Campaign:
                           f"checked{' and timed' if self.plan.timing else ''} in "
                           f"{time.monotonic() - begun:.1f} s; {self._eta(started, done, p)}")
         self._close_pools()
+
+    def cancel(self) -> None:
+        """From another thread (Ctrl-C in a session running several check-only campaigns):
+        stop at the next group, and end the workers now so that a call in flight returns."""
+        self.cancelled = True
+        for pool in list(self.pools.values()):
+            pool.close()
 
     def _eta(self, started: float, done: int, p: int) -> str:
         total = len(self._groups()) * (self.plan.processes if self.plan.timing else 1)
@@ -197,6 +207,8 @@ class Campaign:
         cid, side = state.cid, state.lane.side
         key = PoolKey(cid.framework, cid.workers, side.name)
         pool = self.pools.get(key)
+        if self.cancelled:
+            raise KeyboardInterrupt("the campaign was cancelled")
         if pool is None or pool.pool is None:
             self._pause_all()
             pool = FrameworkPool(key, self.registry[cid.framework], self.plan.threads,
@@ -423,3 +435,24 @@ class Campaign:
         if state.lane.side.name:
             env["side"] = state.lane.side.name
         return Record(identity, cid.name, measure, state.checks, env)
+
+
+def check_shares(lanes: Sequence[Lane], jobs: int) -> list[list[Lane]]:
+    """A session that times nothing may check its cases in ``jobs`` campaigns at once, each
+    with its own workers (nothing is timed, so they may share the cores). Whole comparison
+    groups are dealt out, the largest first to the share with the fewest cases; an A/B session
+    (two lanes) is never split. One share when there is nothing to split."""
+    if jobs < 2 or len(lanes) != 1:
+        return [list(lanes)]
+    lane = lanes[0]
+    groups: dict[str, list[CaseId]] = {}
+    for cid in lane.cases:
+        groups.setdefault(cid.group, []).append(cid)
+    shares: list[list[CaseId]] = [[] for _ in range(min(jobs, len(groups)))]
+    for cases in sorted(groups.values(), key=len, reverse=True):
+        min(shares, key=len).extend(cases)
+    if len(shares) < 2:
+        return [list(lanes)]
+    order = {cid.name: i for i, cid in enumerate(lane.cases)}  # each share keeps the order
+    return [[Lane(lane.side, lane.catalogue, tuple(sorted(share, key=lambda c: order[c.name])))]
+            for share in shares]

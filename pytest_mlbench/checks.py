@@ -93,10 +93,14 @@ def assert_identical(actual: Mapping[str, Any], expected: Mapping[str, np.ndarra
     """Bit-for-bit equality of named arrays: every implementation starts from the same bytes."""
     assert_same_keys(actual, expected, where=where)
     for key in sorted(expected):
-        a, e = np.asarray(actual[key]), expected[key]
-        if a.dtype != e.dtype or a.shape != e.shape or a.tobytes() != e.tobytes():
-            raise AssertionError(f"{where} {key}: starts from {a.dtype}{list(a.shape)} that is not"
-                                 f" the seeded {e.dtype}{list(e.shape)} (data digest differs)")
+        a, e = np.asarray(actual[key]), np.asarray(expected[key])
+        if a.dtype != e.dtype or a.shape != e.shape:
+            raise AssertionError(f"{where} {key}: {a.dtype}{list(a.shape)} where "
+                                 f"{e.dtype}{list(e.shape)} was expected")
+        if a.tobytes() != e.tobytes():
+            diff = np.abs(widen({"a": a})["a"] - widen({"e": e})["e"])
+            raise AssertionError(f"{where} {key}: not the same bytes: {int(np.sum(diff > 0))} of "
+                                 f"{a.size} elements differ, the largest by {float(diff.max()):.3g}")
 
 
 def assert_dtypes(actual: Mapping[str, str], expected: str, *, where: str = "") -> None:

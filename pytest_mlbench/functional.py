@@ -1,79 +1,88 @@
-"""Ready-made Trainers for implementations whose autodiff is a function transform.
+"""Builders: a model written in one framework's own ops becomes an implementation of any task
+of its workload, following engine/runners.py's protocols exactly. An implementation file is
+then its model and one line:
 
-JAX (``jax.value_and_grad``), Autograd (``autograd.value_and_grad``) and PyTorch
-(``torch.func.grad_and_value``, through ``torch_value_and_grad``) all differentiate a pure
-``loss_fn(params, *data)``; the plain-SGD Trainer around it is then the same code, written
-once here. An implementation file reduces to its loss function and one ``build``:
+    def forward(params, data): ...   # the outputs; data is a dict (probes: the input keys)
+    def loss(params, data): ...      # the scalar mean loss
 
-    def build(case):
-        return FunctionalSGD(case, loss_fn, jax.value_and_grad)
+    build = functional.jax(forward, loss)    # or torch, tensorflow, autograd, numpy
 
-Workloads with their own update (clipped per-example gradients, nested parameter trees) write
-the step themselves and hand it to ``StepTrainer``.
+``build(case)`` returns, for the case's task:
+
+- ``train``: a trainer stepping with the framework's own optimizer (optax through
+  inject_hyperparams, torch.optim, keras.optimizers; Autograd and NumPy, which have none, the
+  spec's update at the policy dtype), reporting params, state in canonical names and the
+  optimizer's hyper-parameters read back from it;
+- ``infer``: ``forward(inputs)``;
+- ``transform``: ``apply(probe)`` with the framework's own jvp, vjp, Hessian-vector product
+  (forward over reverse where the framework has forward mode) or per-example Jacobian.
+
+Every function that runs goes through ``case.compile`` (the case's variant). Options:
+``to_model`` / ``from_model`` map the spec's flat named arrays to the model's tree (nesting or
+another layout, NCHW kernels say) and back; ``value_and_grad(params, data) -> (loss, grads)``
+replaces autodiff of ``loss`` for a step that follows another direction (DP-SGD's clipped
+per-example mean), and is how a NumPy implementation brings its hand-written gradient.
+What a framework lacks (TF and Autograd: a forward-mode Jacobian) raises, naming the spec's
+``unsupported`` entry to declare. Importing this module imports no framework.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import importlib
+from collections.abc import Callable
 from typing import Any
 
-Transform = Callable[[Callable[..., Any]], Callable[..., Any]]
-Step = Callable[..., tuple[Any, Any, Any]]  # (params, *data) -> (loss, grads, new params)
+from pytest_mlbench.builders.model import Model
+from pytest_mlbench.steps import FunctionalSGD, StepTrainer, sgd_step, torch_value_and_grad
+
+Fn = Callable[..., Any]
+Build = Callable[[Any], Any]
+MODULES = {"jax": "jax_", "torch": "torch_", "tensorflow": "tensorflow_",
+           "autograd": "numpy_", "numpy": "numpy_"}
+
+__all__ = ["jax", "torch", "tensorflow", "autograd", "numpy", "Model", "Build",
+           # a Trainer around a hand-written step (pytest_mlbench.steps)
+           "StepTrainer", "FunctionalSGD", "sgd_step", "torch_value_and_grad"]
 
 
-class StepTrainer:
-    """A Trainer around one step function, passed through ``case.compile`` (so eager and
-    compiled variants run the same code). The step returns the gradients too, so
-    ``loss_and_grads`` checks the very function that is timed, and each case compiles once.
+def builder(framework: str, forward: Fn | None, loss: Fn | None, *,
+            to_model: Fn | None = None, from_model: Fn | None = None,
+            value_and_grad: Fn | None = None) -> Build:
+    """``build(case)`` for ``framework``; the framework is imported when a case is built."""
+    if (to_model is None) != (from_model is None):
+        raise TypeError(f"functional.{framework}: give both to_model and from_model (one maps "
+                        "the spec's params to the model's tree, the other maps back), or neither")
+    model = Model(framework, forward, loss, to_model, from_model, value_and_grad)
 
-    ``to_model``/``from_model`` map the spec's flat dict of named arrays to the structure the
-    step takes (a nested tree, say) and back; the data go in as arguments in ``data_keys`` order.
-    """
+    def build(case: Any) -> Any:
+        module = importlib.import_module(f"pytest_mlbench.builders.{MODULES[framework]}")
+        return module.build(model, case)
 
-    def __init__(self, case: Any, step: Step, data_keys: Sequence[str] = ("x", "y"),
-                 to_model: Callable[[Any], Any] = dict,
-                 from_model: Callable[[Any], Any] = dict) -> None:
-        self.p, self.from_model = to_model(case.params), from_model
-        self.data = tuple(case.data[k] for k in data_keys)
-        self.compiled_step = case.compile(step)
-
-    def params(self) -> Any:
-        return self.from_model(self.p)
-
-    def loss_and_grads(self) -> tuple[Any, Any]:
-        loss, grads, _ = self.compiled_step(self.p, *self.data)
-        return loss, self.from_model(grads)
-
-    def step(self) -> Any:
-        loss, _, self.p = self.compiled_step(self.p, *self.data)
-        return loss
+    build.model = model  # type: ignore[attr-defined]  # for tests and introspection
+    return build
 
 
-def sgd_step(loss_fn: Callable[..., Any], value_and_grad: Transform, lr: float) -> Step:
-    """Plain SGD on a flat dict of params, returning (loss, grads, new params)."""
-    grads = value_and_grad(loss_fn)
-
-    def step(p: dict[str, Any], *data: Any) -> tuple[Any, Any, Any]:
-        loss, g = grads(p, *data)
-        return loss, g, {k: w - lr * g[k] for k, w in p.items()}
-
-    return step
+def jax(forward: Fn | None = None, loss: Fn | None = None, **options: Any) -> Build:
+    """JAX: optax, jax.jvp / vjp, jvp of grad, vmap(jacfwd | jacrev); jit through jax.jit."""
+    return builder("jax", forward, loss, **options)
 
 
-def FunctionalSGD(case: Any, loss_fn: Callable[..., Any], value_and_grad: Transform,  # noqa: N802
-                  data_keys: Sequence[str] = ("x", "y")) -> StepTrainer:
-    """The Trainer for plain SGD on ``loss_fn(params, *data)`` under ``value_and_grad``."""
-    return StepTrainer(case, sgd_step(loss_fn, value_and_grad, case.learning_rate), data_keys)
+def torch(forward: Fn | None = None, loss: Fn | None = None, **options: Any) -> Build:
+    """PyTorch: torch.optim on nn.Parameters, torch.func transforms; jit: torch.compile."""
+    return builder("torch", forward, loss, **options)
 
 
-def torch_value_and_grad(loss_fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``torch.func.grad_and_value`` returning (loss, grads) like the other frameworks."""
-    import torch
+def tensorflow(forward: Fn | None = None, loss: Fn | None = None, **options: Any) -> Build:
+    """TensorFlow: keras.optimizers on tf.Variables, ForwardAccumulator, GradientTape;
+    jit / xla: tf.function (jit_compile for xla)."""
+    return builder("tensorflow", forward, loss, **options)
 
-    grad_and_value = torch.func.grad_and_value(loss_fn)
 
-    def value_and_grad(*args: Any) -> tuple[Any, Any]:
-        g, loss = grad_and_value(*args)
-        return loss, g
+def autograd(forward: Fn | None = None, loss: Fn | None = None, **options: Any) -> Build:
+    """Autograd: value_and_grad, make_jvp, make_vjp, make_hvp, jacobian; eager only."""
+    return builder("autograd", forward, loss, **options)
 
-    return value_and_grad
+
+def numpy(forward: Fn | None = None, loss: Fn | None = None, **options: Any) -> Build:
+    """NumPy: inference, and training steps from a hand-written ``value_and_grad``."""
+    return builder("numpy", forward, loss, **options)

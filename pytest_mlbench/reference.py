@@ -162,7 +162,26 @@ class Reference:
         elif task.kind == "transform":
             assert q is not None
             verify_transform(self, task, d, p, q, rng, where)
+        else:
+            self._verify_forward(d, p, where)
         self._cross_check(task, d, p, q, where)
+
+    def _verify_forward(self, d: Arrays, p: Arrays, where: str) -> None:
+        """Inference is checked against the NumPy forward itself. Where the workload also has
+        a hand-written loss, the forward's objective must reproduce it (two writings of one
+        model); and the forward must compute the same in every installed array namespace
+        (a forward that branches on its namespace would make the oracle's model another)."""
+        w = self.workload
+        assert w.forward is not None
+        outputs = np.asarray(w.forward(np, p, d), np.float64)
+        if w.loss is not None and w.objective is not None:
+            assert_close(np.asarray(float(w.objective(np, outputs, d))),
+                         np.asarray(float(w.loss(p, d))), **FD,
+                         where=f"{where}: objective(forward) against the hand-written loss")
+        for backend in self.oracle.backends:
+            found = self.oracle.call("forward", (self.folder, p, d), backend)
+            assert_close(found, outputs, **CROSS,
+                         where=f"{where}: the forward in {backend} against NumPy's")
 
     def _verify_gradient(self, d: Arrays, p: Arrays, rng: np.random.Generator,
                          where: str) -> None:

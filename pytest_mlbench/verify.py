@@ -168,13 +168,13 @@ def assert_moved_like_reference(ctx: Context, before: Snapshot, after: Snapshot,
                          where=f"{where}, {opt.name} state {key}")
 
 
-def check_output(ctx: Context, found: Any, index: int, what: str) -> None:
+def check_output(ctx: Context, found: Any, index: int, what: str, where: str = "") -> None:
     """An inference or transform result for probe ``index`` against the reference."""
     cid = ctx.cid
     probe = probe_of(ctx, index)
     expected = ctx.reference.expected(cid.task, ctx.params, ctx.inputs, probe)
     tol = ctx.tol.grad
-    label = f"{ctx.where} {cid.task.describe()} {what}"
+    label = f"{where or ctx.where} {cid.task.describe()} {what}"
     if isinstance(expected, Mapping):
         assert_trees_close(found, expected, rtol=tol.rtol, atol=tol.atol, where=label)
     else:
@@ -207,7 +207,7 @@ def audit(ctx: Context, round_no: int, calls: int, before: Any, after: Any,
         else:
             assert call is not None
             check_output(ctx, after, round_no * calls + call,
-                         f"of call {call} (probe {round_no * calls + call})")
+                         f"of call {call} (probe {round_no * calls + call})", where=label)
     except AssertionError as exc:
         raise AssertionError(str(exc)) from None
 

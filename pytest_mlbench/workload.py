@@ -37,6 +37,7 @@ ReferenceCheck = tuple[str, Callable[[Arrays], float], Arrays | None]
 KINDS = ("train", "infer", "transform")
 TRANSFORMS = ("jvp", "vjp", "hvp", "jacfwd", "jacrev")
 SIZE_NAMES = ("smoke", "default", "paper")
+DEVICES = ("cpu", "gpu", "tpu")
 
 
 @dataclass(frozen=True)
@@ -196,6 +197,7 @@ class Workload:
                 out.append(f"sizes[{size!r}] has shapes with the same label")
         out += self._task_problems()
         out += self._reference_problems()
+        out += self._declaration_problems()
         wanted = self.default_precisions
         if wanted is not None and (not wanted or not set(wanted) <= set(POLICIES)):
             out.append(f"default_precisions={wanted!r} must be a non-empty tuple of policy "
@@ -223,4 +225,21 @@ class Workload:
                        "objective (array API; gradients then come from an autodiff oracle)")
         if self.grad is not None and self.loss is None:
             out.append("grad without loss: the hand gradient needs its loss")
+        if any(t.transform == "hvp" for t in self.all_tasks) and self.objective is None:
+            out.append("an hvp task needs objective(xp, outputs, data): the oracle's Hessian is "
+                       "of objective(forward)")
+        return out
+
+    def _declaration_problems(self) -> list[str]:
+        """Entries that would silently match nothing: an unsupported key naming no framework,
+        variant, device, precision or task of this spec; a tolerance for no precision."""
+        known = {*self.implementations, *(v for vs in self.implementations.values() for v in vs),
+                 *DEVICES, *POLICIES, *(t.label for t in self.all_tasks)}
+        out = [f"unsupported key {key!r} names {sorted(set(key) - known)}, which is no framework,"
+               " variant, device, precision or task label of this spec"
+               for key in self.unsupported if not set(key) <= known]
+        for name, tol in self.tolerances.items():
+            if name not in POLICIES or not isinstance(tol, Tolerances):
+                out.append(f"tolerances[{name!r}] must map a precision ({', '.join(POLICIES)}) "
+                           "to Tolerances(grad=Tolerance(...), trajectory=Tolerance(...))")
         return out

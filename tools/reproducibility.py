@@ -74,10 +74,14 @@ def main() -> int:
     cli = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     cli.add_argument("--runs", type=int, default=3)
     cli.add_argument("--limit", type=float, default=0.10)
+    cli.add_argument("--keep", type=Path, default=None,
+                     help="write the runs' JSON here (run1.json, ...) instead of a temporary folder")
     cli.add_argument("pytest_args", nargs="*")
     args = cli.parse_args()
     with tempfile.TemporaryDirectory(prefix="mlbench-repro-") as tmp:
-        paths = [Path(tmp, f"run{i}.json") for i in range(args.runs)]
+        folder = args.keep or Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        paths = [folder / f"run{i + 1}.json" for i in range(args.runs)]
         for i, path in enumerate(paths):
             took = session(args.pytest_args, path)
             print(f"run {i + 1}/{args.runs}: {took:.0f} s", file=sys.stderr, flush=True)

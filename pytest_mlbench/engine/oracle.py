@@ -60,6 +60,12 @@ def _first_input(spec: Any) -> str:
 
 
 class JaxOps:
+    """Each command one jax.jit-compiled pure function of (params, data, extra), cached per
+    workload and command (jit caches the shapes): the checks ask for many points of one
+    workload, and op-by-op float64 dispatch of a transformer costs seconds a call."""
+
+    compiled: dict[tuple[int, str], Any] = {}
+
     @staticmethod
     def _in(tree: Arrays) -> Any:
         import jax.numpy as jnp
@@ -73,68 +79,100 @@ class JaxOps:
         return np.asarray(value, np.float64)
 
     @classmethod
-    def _fns(cls, spec: Any, data: Arrays) -> tuple[Any, Any, Any]:
+    def _run(cls, spec: Any, command: str, params: Arrays, data: Arrays, extra: Any = None,
+             ) -> Any:
+        import jax
+
+        key = (id(spec), command)
+        if key not in cls.compiled:
+            cls.compiled[key] = jax.jit(getattr(cls, f"_{command}")(spec))
+        if isinstance(extra, dict):
+            extra = cls._in(extra)
+        elif extra is not None:
+            extra = jax.numpy.asarray(extra)
+        return cls.compiled[key](cls._in(params), cls._in(data), extra)
+
+    @staticmethod
+    def _value_and_grad(spec: Any) -> Any:
+        import jax
         import jax.numpy as jnp
 
-        d = cls._in(data)
+        def value_and_grad(p: Any, d: Any, _: Any) -> Any:
+            return jax.value_and_grad(lambda q: spec.objective(jnp, spec.forward(jnp, q, d), d))(p)
 
-        def forward(p: Any) -> Any:
-            return spec.forward(jnp, p, d)
+        return value_and_grad
 
-        def loss(p: Any) -> Any:
-            return spec.objective(jnp, spec.forward(jnp, p, d), d)
+    @staticmethod
+    def _forward(spec: Any) -> Any:
+        import jax.numpy as jnp
 
-        return forward, loss, d
+        return lambda p, d, _: spec.forward(jnp, p, d)
+
+    @staticmethod
+    def _jvp(spec: Any) -> Any:
+        import jax
+        import jax.numpy as jnp
+
+        return lambda p, d, t: jax.jvp(lambda q: spec.forward(jnp, q, d), (p,), (t,))[1]
+
+    @staticmethod
+    def _vjp(spec: Any) -> Any:
+        import jax
+        import jax.numpy as jnp
+
+        return lambda p, d, u: jax.vjp(lambda q: spec.forward(jnp, q, d), p)[1](u)[0]
+
+    @staticmethod
+    def _hvp(spec: Any) -> Any:
+        import jax
+        import jax.numpy as jnp
+
+        def hvp(p: Any, d: Any, v: Any) -> Any:
+            grad = jax.grad(lambda q: spec.objective(jnp, spec.forward(jnp, q, d), d))
+            return jax.jvp(grad, (p,), (v,))[1]
+
+        return hvp
+
+    @staticmethod
+    def _jacobian(spec: Any) -> Any:
+        import jax
+        import jax.numpy as jnp
+
+        key = _first_input(spec)
+
+        def jacobian(p: Any, d: Any, _: Any) -> Any:
+            def summed(x: Any) -> Any:  # examples are independent: d sum_b out_b / dx_b
+                return jnp.sum(spec.forward(jnp, p, {**d, key: x}), axis=0)
+
+            jac = jax.jacrev(summed)(d[key])  # [*O, B, *I]
+            return jnp.moveaxis(jac, jac.ndim - d[key].ndim, 0)
+
+        return jacobian
 
     @classmethod
     def value_and_grad(cls, spec: Any, params: Arrays, data: Arrays) -> Any:
-        import jax
-
-        _, loss, _ = cls._fns(spec, data)
-        value, grads = jax.value_and_grad(loss)(cls._in(params))
+        value, grads = cls._run(spec, "value_and_grad", params, data)
         return float(value), cls._out(grads)
 
     @classmethod
     def forward(cls, spec: Any, params: Arrays, data: Arrays) -> Any:
-        forward, _, _ = cls._fns(spec, data)
-        return cls._out(forward(cls._in(params)))
+        return cls._out(cls._run(spec, "forward", params, data))
 
     @classmethod
     def jvp(cls, spec: Any, params: Arrays, data: Arrays, tangent: Arrays) -> Any:
-        import jax
-
-        forward, _, _ = cls._fns(spec, data)
-        return cls._out(jax.jvp(forward, (cls._in(params),), (cls._in(tangent),))[1])
+        return cls._out(cls._run(spec, "jvp", params, data, tangent))
 
     @classmethod
     def vjp(cls, spec: Any, params: Arrays, data: Arrays, cotangent: np.ndarray) -> Any:
-        import jax
-        import jax.numpy as jnp
-
-        forward, _, _ = cls._fns(spec, data)
-        _, pullback = jax.vjp(forward, cls._in(params))
-        return cls._out(pullback(jnp.asarray(cotangent))[0])
+        return cls._out(cls._run(spec, "vjp", params, data, cotangent))
 
     @classmethod
     def hvp(cls, spec: Any, params: Arrays, data: Arrays, vector: Arrays) -> Any:
-        import jax
-
-        _, loss, _ = cls._fns(spec, data)
-        return cls._out(jax.jvp(jax.grad(loss), (cls._in(params),), (cls._in(vector),))[1])
+        return cls._out(cls._run(spec, "hvp", params, data, vector))
 
     @classmethod
     def jacobian(cls, spec: Any, params: Arrays, data: Arrays) -> Any:
-        import jax
-        import jax.numpy as jnp
-
-        key, p, d = _first_input(spec), cls._in(params), cls._in(data)
-
-        def summed(x: Any) -> Any:  # examples are independent: d sum_b out_b / dx_b
-            return jnp.sum(spec.forward(jnp, p, {**d, key: x}), axis=0)
-
-        jac = jax.jacrev(summed)(d[key])  # [*O, B, *I]
-        out_rank = jac.ndim - d[key].ndim
-        return cls._out(jnp.moveaxis(jac, out_rank, 0))
+        return cls._out(cls._run(spec, "jacobian", params, data))
 
 
 class TorchOps:

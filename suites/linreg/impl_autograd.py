@@ -1,19 +1,20 @@
-"""Linear regression in Autograd: the loss in autograd.numpy, gradients by reverse mode."""
+"""Linear regression in Autograd: the model in autograd.numpy, gradients by reverse mode,
+the spec's SGD update applied at the policy dtype."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import autograd
-import autograd.numpy as anp
-
-from pytest_mlbench import FunctionalSGD
+from pytest_mlbench import functional
 
 
-def loss_fn(p: dict[str, Any], x: Any, y: Any) -> Any:
-    r = x @ p["w"] + p["b"] - y
-    return anp.mean(r * r)
+def forward(p: dict[str, Any], data: dict[str, Any]) -> Any:
+    return data["x"] @ p["w"] + p["b"]
 
 
-def build(case: Any) -> FunctionalSGD:
-    return FunctionalSGD(case, loss_fn, autograd.value_and_grad)
+def loss(p: dict[str, Any], data: dict[str, Any]) -> Any:
+    r = forward(p, data) - data["y"]
+    return (r * r).mean()
+
+
+build = functional.autograd(forward, loss)

@@ -1,19 +1,20 @@
-"""Linear regression in JAX, functional: the same step op by op (eager) or under jax.jit."""
+"""Linear regression in JAX: the model in jax.numpy; the builder steps it op by op (eager) or
+under jax.jit, with optax's SGD."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import jax
-import jax.numpy as jnp
-
-from pytest_mlbench import FunctionalSGD
+from pytest_mlbench import functional
 
 
-def loss_fn(p: dict[str, Any], x: Any, y: Any) -> Any:
-    r = x @ p["w"] + p["b"] - y
-    return jnp.mean(r * r)
+def forward(p: dict[str, Any], data: dict[str, Any]) -> Any:
+    return data["x"] @ p["w"] + p["b"]
 
 
-def build(case: Any) -> FunctionalSGD:
-    return FunctionalSGD(case, loss_fn, jax.value_and_grad)
+def loss(p: dict[str, Any], data: dict[str, Any]) -> Any:
+    r = forward(p, data) - data["y"]
+    return (r * r).mean()
+
+
+build = functional.jax(forward, loss)

@@ -1,18 +1,20 @@
-"""Linear regression in PyTorch with torch.func: one functional step, eager or torch.compile."""
+"""Linear regression in PyTorch: the model in torch ops; the builder steps it with
+torch.optim.SGD, eager or with the whole step under torch.compile."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import torch
-
-from pytest_mlbench import FunctionalSGD, torch_value_and_grad
+from pytest_mlbench import functional
 
 
-def loss_fn(p: dict[str, Any], x: Any, y: Any) -> Any:
-    r = x @ p["w"] + p["b"] - y
-    return torch.mean(r * r)
+def forward(p: dict[str, Any], data: dict[str, Any]) -> Any:
+    return data["x"] @ p["w"] + p["b"]
 
 
-def build(case: Any) -> FunctionalSGD:
-    return FunctionalSGD(case, loss_fn, torch_value_and_grad)
+def loss(p: dict[str, Any], data: dict[str, Any]) -> Any:
+    r = forward(p, data) - data["y"]
+    return (r * r).mean()
+
+
+build = functional.torch(forward, loss)

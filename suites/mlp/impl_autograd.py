@@ -1,19 +1,22 @@
-"""Seed MLP in Autograd: the loss written with autograd.numpy, gradients by reverse mode."""
+"""Seed MLP in Autograd: the model in autograd.numpy, gradients by reverse mode, the spec's
+update applied at the policy dtype (Autograd has no optimizer)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import autograd
 import autograd.numpy as anp
 
-from pytest_mlbench import FunctionalSGD
+from pytest_mlbench import functional
 
 
-def loss_fn(p: dict[str, Any], x: Any, y: Any) -> Any:
-    z = anp.tanh(x @ p["w1"]) @ p["w2"]
-    return anp.mean(anp.logaddexp(0, z) - y * z)
+def forward(p: dict[str, Any], data: dict[str, Any]) -> Any:
+    return anp.tanh(data["x"] @ p["w1"]) @ p["w2"]
 
 
-def build(case: Any) -> FunctionalSGD:
-    return FunctionalSGD(case, loss_fn, autograd.value_and_grad)
+def loss(p: dict[str, Any], data: dict[str, Any]) -> Any:
+    z = forward(p, data)
+    return anp.mean(anp.logaddexp(0, z) - data["y"] * z)
+
+
+build = functional.autograd(forward, loss)

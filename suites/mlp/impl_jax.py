@@ -1,25 +1,28 @@
-"""Seed MLP in JAX, functional: the same step runs op by op (eager) or under jax.jit."""
+"""Seed MLP in JAX: the model in jax.numpy; the builder runs it op by op (eager) or under
+jax.jit, with optax's optimizer for whatever task the case is."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import jax
 import jax.numpy as jnp
 
-from pytest_mlbench import FunctionalSGD
+from pytest_mlbench import functional
 
 
-def loss_fn(p: dict[str, Any], x: Any, y: Any) -> Any:
-    z = jnp.tanh(x @ p["w1"]) @ p["w2"]
-    return jnp.mean(jnp.logaddexp(0, z) - y * z)
+def forward(p: dict[str, Any], data: dict[str, Any]) -> Any:
+    return jnp.tanh(data["x"] @ p["w1"]) @ p["w2"]
 
 
-def build(case: Any) -> FunctionalSGD:
-    return FunctionalSGD(case, loss_fn, jax.value_and_grad)
+def loss(p: dict[str, Any], data: dict[str, Any]) -> Any:
+    z = forward(p, data)
+    return jnp.mean(jnp.logaddexp(0, z) - data["y"] * z)
+
+
+build = functional.jax(forward, loss)
 
 
 def data_parallel_loss(case: Any) -> Any:
     """The same loss over whatever shard a data-parallel worker holds (a mean: the engine's
     all-reduce averages the shards' gradients into the global batch's)."""
-    return loss_fn
+    return lambda p, x, y: loss(p, {"x": x, "y": y})

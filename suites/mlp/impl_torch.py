@@ -1,4 +1,5 @@
-"""Seed MLP in PyTorch with torch.func: one functional step, eager or under torch.compile."""
+"""Seed MLP in PyTorch: the model in torch ops; the builder steps it with torch.optim, eager
+or with the whole step under torch.compile, and runs torch.func's transforms."""
 
 from __future__ import annotations
 
@@ -7,19 +8,22 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from pytest_mlbench import FunctionalSGD, torch_value_and_grad
+from pytest_mlbench import functional
 
 
-def loss_fn(p: dict[str, Any], x: Any, y: Any) -> Any:
-    z = torch.tanh(x @ p["w1"]) @ p["w2"]
-    return torch.mean(F.softplus(z) - y * z)
+def forward(p: dict[str, Any], data: dict[str, Any]) -> Any:
+    return torch.tanh(data["x"] @ p["w1"]) @ p["w2"]
 
 
-def build(case: Any) -> FunctionalSGD:
-    return FunctionalSGD(case, loss_fn, torch_value_and_grad)
+def loss(p: dict[str, Any], data: dict[str, Any]) -> Any:
+    z = forward(p, data)
+    return torch.mean(F.softplus(z) - data["y"] * z)
+
+
+build = functional.torch(forward, loss)
 
 
 def data_parallel_loss(case: Any) -> Any:
     """The same loss over whatever shard a data-parallel worker holds (a mean: the engine's
     all-reduce averages the shards' gradients into the global batch's)."""
-    return loss_fn
+    return lambda p, x, y: loss(p, {"x": x, "y": y})

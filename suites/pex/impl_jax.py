@@ -1,5 +1,5 @@
-"""Per-example clipped gradients in JAX: jax.vmap(jax.value_and_grad(example_loss)), eager or
-under jax.jit."""
+"""Per-example clipped gradients in JAX: jax.vmap(jax.value_and_grad(example_loss)), clipped
+and averaged, stepped by optax's SGD; eager or under jax.jit."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from pytest_mlbench import StepTrainer, load_suite_file
+from pytest_mlbench import functional, load_suite_file
 
 spec = load_suite_file(Path(__file__).with_name("spec.py"))
 
@@ -26,18 +26,19 @@ def clip_and_average(g: dict[str, Any], clip: float) -> dict[str, Any]:
     return {k: jnp.tensordot(scale, v, axes=1) / v.shape[0] for k, v in g.items()}
 
 
-def make_step(lr: float, clip: float) -> Any:
+def forward(p: dict[str, Any], data: dict[str, Any]) -> Any:
+    return jnp.tanh(data["x"] @ p["w1"] + p["b1"]) @ p["w2"] + p["b2"]
+
+
+def loss(p: dict[str, Any], data: dict[str, Any]) -> Any:
+    return -jnp.mean(jnp.sum(data["y"] * jax.nn.log_softmax(forward(p, data)), axis=-1))
+
+
+def clipped_mean(p: dict[str, Any], data: dict[str, Any]) -> Any:
+    """(mean loss, mean of the clipped per-example gradients): the step's direction."""
     per_example = jax.vmap(jax.value_and_grad(example_loss), in_axes=(None, 0, 0))
-
-    def dp_step(p: dict[str, Any], x: Any, y: Any) -> Any:
-        # The clipped mean leaves the step too, so loss_and_grads checks the timed function.
-        losses, g = per_example(p, x, y)
-        update = clip_and_average(g, clip)
-        return jnp.mean(losses), update, {k: w - lr * update[k] for k, w in p.items()}
-
-    return dp_step
+    losses, g = per_example(p, data["x"], data["y"])
+    return jnp.mean(losses), clip_and_average(g, spec.clip_norm(*p["w1"].shape))
 
 
-def build(case: Any) -> StepTrainer:
-    clip = spec.clip_norm(case.dims["in"], case.dims["hidden"])
-    return StepTrainer(case, make_step(case.learning_rate, clip))
+build = functional.jax(forward, loss, value_and_grad=clipped_mean)

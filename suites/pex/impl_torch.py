@@ -1,5 +1,6 @@
-"""Per-example clipped gradients in PyTorch: torch.func.vmap(torch.func.grad_and_value), eager
-or under torch.compile."""
+"""Per-example clipped gradients in PyTorch: torch.func.vmap(torch.func.grad_and_value), clipped
+and averaged into the parameters' .grad, stepped by torch.optim.SGD; eager or with the whole
+step under torch.compile."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 import torch
 
-from pytest_mlbench import StepTrainer, load_suite_file
+from pytest_mlbench import functional, load_suite_file
 
 spec = load_suite_file(Path(__file__).with_name("spec.py"))
 
@@ -25,18 +26,19 @@ def clip_and_average(g: dict[str, Any], clip: float) -> dict[str, Any]:
     return {k: torch.tensordot(scale, v, dims=1) / v.shape[0] for k, v in g.items()}
 
 
-def make_step(lr: float, clip: float) -> Any:
+def forward(p: dict[str, Any], data: dict[str, Any]) -> Any:
+    return torch.tanh(data["x"] @ p["w1"] + p["b1"]) @ p["w2"] + p["b2"]
+
+
+def loss(p: dict[str, Any], data: dict[str, Any]) -> Any:
+    return -(data["y"] * torch.log_softmax(forward(p, data), dim=-1)).sum(dim=-1).mean()
+
+
+def clipped_mean(p: dict[str, Any], data: dict[str, Any]) -> Any:
+    """(mean loss, mean of the clipped per-example gradients): the step's direction."""
     per_example = torch.func.vmap(torch.func.grad_and_value(example_loss), in_dims=(None, 0, 0))
-
-    def dp_step(p: dict[str, Any], x: Any, y: Any) -> Any:
-        # The clipped mean leaves the step too, so loss_and_grads checks the timed function.
-        g, losses = per_example(p, x, y)
-        update = clip_and_average(g, clip)
-        return losses.mean(), update, {k: w - lr * update[k] for k, w in p.items()}
-
-    return dp_step
+    g, losses = per_example(p, data["x"], data["y"])
+    return losses.mean(), clip_and_average(g, spec.clip_norm(*p["w1"].shape))
 
 
-def build(case: Any) -> StepTrainer:
-    clip = spec.clip_norm(case.dims["in"], case.dims["hidden"])
-    return StepTrainer(case, make_step(case.learning_rate, clip))
+build = functional.torch(forward, loss, value_and_grad=clipped_mean)

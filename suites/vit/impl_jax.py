@@ -1,9 +1,8 @@
-"""ViT in JAX, functional: ``forward(params, x)`` on the spec's model tree; the step runs op by
-op (eager) or under jax.jit."""
+"""ViT in JAX: ``forward(params, data)`` on the spec's model tree (spec.to_model); the builder
+runs it op by op (eager) or under jax.jit, with optax's optimizer for a training task."""
 
 from __future__ import annotations
 
-import functools
 import math
 from pathlib import Path
 from typing import Any
@@ -11,7 +10,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from pytest_mlbench import StepTrainer, load_suite_file
+from pytest_mlbench import functional, load_suite_file
 
 spec = load_suite_file(Path(__file__).with_name("spec.py"))
 
@@ -39,7 +38,7 @@ def attention(a: Any, blk: dict[str, Any], heads: int) -> Any:
     return out @ blk["proj_w"] + blk["proj_b"]
 
 
-def forward(params: dict[str, Any], x: Any, *, patch: int, heads: int) -> Any:
+def logits(params: dict[str, Any], x: Any, patch: int, heads: int) -> Any:
     """Logits (B, classes) from the model tree (spec.to_model) and NHWC images."""
     h = patchify(x, patch) @ params["patch_w"] + params["patch_b"] + params["pos"]
     for blk in params["blocks"]:
@@ -50,35 +49,21 @@ def forward(params: dict[str, Any], x: Any, *, patch: int, heads: int) -> Any:
     return pooled @ params["head_w"] + params["head_b"]
 
 
-def loss_fn(params: dict[str, Any], x: Any, y: Any, *, patch: int, heads: int) -> Any:
+def forward(params: dict[str, Any], data: dict[str, Any]) -> Any:
+    x = data["x"]
+    return logits(params, x, *spec.config(params["patch_w"].shape, x.shape))
+
+
+def loss(params: dict[str, Any], data: dict[str, Any]) -> Any:
     """Mean softmax cross-entropy of the model tree on one batch (or one data-parallel
-    shard: suites/dp reuses it)."""
-    logits = forward(params, x, patch=patch, heads=heads)
-    return -jnp.mean(jnp.sum(y * jax.nn.log_softmax(logits, axis=-1), axis=-1))
+    shard)."""
+    log_probs = jax.nn.log_softmax(forward(params, data), axis=-1)
+    return -jnp.mean(jnp.sum(data["y"] * log_probs, axis=-1))
 
 
-def make_step(lr: float, patch: int, heads: int) -> Any:
-    batch_loss = functools.partial(loss_fn, patch=patch, heads=heads)
-
-    def sgd_step(params: dict[str, Any], x: Any, y: Any) -> Any:
-        # The gradients leave the step too, so loss_and_grads checks the very function that is
-        # timed, and each case compiles once.
-        loss, g = jax.value_and_grad(batch_loss)(params, x, y)
-        return loss, g, jax.tree.map(lambda w, gw: w - lr * gw, params, g)
-
-    return sgd_step
-
-
-def build(case: Any) -> StepTrainer:
-    step = make_step(case.learning_rate, case.dims["patch"], spec.num_heads(case.dims))
-    return StepTrainer(case, step, to_model=spec.to_model, from_model=spec.from_model)
+build = functional.jax(forward, loss, to_model=spec.to_model, from_model=spec.from_model)
 
 
 def data_parallel_loss(case: Any) -> Any:
     """The same loss on the flat, spec-named params, over whatever shard a worker holds."""
-    patch, heads = case.dims["patch"], spec.num_heads(case.dims)
-
-    def loss(flat: dict[str, Any], x: Any, y: Any) -> Any:
-        return loss_fn(spec.to_model(flat), x, y, patch=patch, heads=heads)
-
-    return loss
+    return lambda flat, x, y: loss(spec.to_model(flat), {"x": x, "y": y})

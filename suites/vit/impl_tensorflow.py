@@ -1,5 +1,6 @@
-"""ViT in TensorFlow: ``forward(params, x)`` on the spec's model tree of tf.Variables,
-GradientTape, assign_sub; eager, tf.function or tf.function(jit_compile=True) (XLA)."""
+"""ViT in TensorFlow: ``forward(params, data)`` on the spec's model tree (spec.to_model); the
+builder keeps it in tf.Variables and steps it with a Keras optimizer, eager, under tf.function
+or tf.function(jit_compile=True) (XLA)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from pytest_mlbench import load_suite_file
+from pytest_mlbench import functional, load_suite_file
 
 spec = load_suite_file(Path(__file__).with_name("spec.py"))
 
@@ -50,7 +51,7 @@ def attention(a: Any, blk: dict[str, Any], heads: int) -> Any:
     return dense(out, blk["proj_w"], blk["proj_b"])
 
 
-def forward(params: dict[str, Any], x: Any, *, patch: int, heads: int) -> Any:
+def logits(params: dict[str, Any], x: Any, patch: int, heads: int) -> Any:
     """Logits (B, classes) from the model tree (spec.to_model) and NHWC images."""
     h = dense(patchify(x, patch), params["patch_w"], params["patch_b"]) + params["pos"]
     for blk in params["blocks"]:
@@ -61,36 +62,14 @@ def forward(params: dict[str, Any], x: Any, *, patch: int, heads: int) -> Any:
     return pooled @ params["head_w"] + params["head_b"]
 
 
-class Trainer:
-    def __init__(self, case: Any) -> None:
-        with case.adapter.device_scope():
-            self.p = tf.nest.map_structure(tf.Variable, spec.to_model(case.params))
-        self.x, self.y, self.lr = case.data["x"], case.data["y"], case.learning_rate
-        self.patch, self.heads = case.dims["patch"], spec.num_heads(case.dims)
-        self.grads = case.compile(self._loss_and_grads)
-        self.sgd_step = case.compile(self._sgd_step)
-
-    def _loss_and_grads(self, x: Any, y: Any) -> Any:
-        with tf.GradientTape() as tape:
-            logits = forward(self.p, x, patch=self.patch, heads=self.heads)
-            loss = -tf.reduce_mean(tf.reduce_sum(y * tf.nn.log_softmax(logits), axis=-1))
-        return loss, tape.gradient(loss, self.p)
-
-    def _sgd_step(self, x: Any, y: Any) -> Any:
-        loss, g = self._loss_and_grads(x, y)
-        tf.nest.map_structure(lambda w, gw: w.assign_sub(self.lr * gw), self.p, g)
-        return loss
-
-    def params(self) -> dict[str, Any]:
-        return spec.from_model(self.p)
-
-    def loss_and_grads(self) -> tuple[Any, dict[str, Any]]:
-        loss, g = self.grads(self.x, self.y)
-        return loss, spec.from_model(g)
-
-    def step(self) -> Any:
-        return self.sgd_step(self.x, self.y)
+def forward(params: dict[str, Any], data: dict[str, Any]) -> Any:
+    x = data["x"]
+    return logits(params, x, *spec.config(params["patch_w"].shape, x.shape))
 
 
-def build(case: Any) -> Trainer:
-    return Trainer(case)
+def loss(params: dict[str, Any], data: dict[str, Any]) -> Any:
+    log_probs = tf.nn.log_softmax(forward(params, data))
+    return -tf.reduce_mean(tf.reduce_sum(data["y"] * log_probs, axis=-1))
+
+
+build = functional.tensorflow(forward, loss, to_model=spec.to_model, from_model=spec.from_model)

@@ -1,9 +1,8 @@
-"""ViT in PyTorch with torch.func: ``forward(params, x)`` on the spec's model tree; one
-functional step, eager or under torch.compile."""
+"""ViT in PyTorch: ``forward(params, data)`` on the spec's model tree (spec.to_model); the
+builder steps it with torch.optim, eager or with the whole step under torch.compile."""
 
 from __future__ import annotations
 
-import functools
 import math
 from pathlib import Path
 from typing import Any
@@ -11,7 +10,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from pytest_mlbench import StepTrainer, load_suite_file
+from pytest_mlbench import functional, load_suite_file
 
 spec = load_suite_file(Path(__file__).with_name("spec.py"))
 
@@ -38,7 +37,7 @@ def attention(a: Any, blk: dict[str, Any], heads: int) -> Any:
     return out @ blk["proj_w"] + blk["proj_b"]
 
 
-def forward(params: dict[str, Any], x: Any, *, patch: int, heads: int) -> Any:
+def logits(params: dict[str, Any], x: Any, patch: int, heads: int) -> Any:
     """Logits (B, classes) from the model tree (spec.to_model) and NHWC images."""
     h = patchify(x, patch) @ params["patch_w"] + params["patch_b"] + params["pos"]
     for blk in params["blocks"]:
@@ -49,45 +48,20 @@ def forward(params: dict[str, Any], x: Any, *, patch: int, heads: int) -> Any:
     return pooled @ params["head_w"] + params["head_b"]
 
 
-def sgd(params: dict[str, Any], g: dict[str, Any], lr: float) -> dict[str, Any]:
-    """params - lr * g over the model tree (torch has no public tree_map)."""
-    new = {k: w - lr * g[k] for k, w in params.items() if k != "blocks"}
-    new["blocks"] = [{k: w - lr * gb[k] for k, w in blk.items()}
-                     for blk, gb in zip(params["blocks"], g["blocks"], strict=True)]
-    return new
+def forward(params: dict[str, Any], data: dict[str, Any]) -> Any:
+    x = data["x"]
+    return logits(params, x, *spec.config(params["patch_w"].shape, x.shape))
 
 
-def loss_fn(params: dict[str, Any], x: Any, y: Any, *, patch: int, heads: int) -> Any:
+def loss(params: dict[str, Any], data: dict[str, Any]) -> Any:
     """Mean softmax cross-entropy of the model tree on one batch (or one data-parallel
-    shard: suites/dp reuses it)."""
-    logits = forward(params, x, patch=patch, heads=heads)
-    return -(y * torch.log_softmax(logits, dim=-1)).sum(dim=-1).mean()
+    shard)."""
+    return -(data["y"] * torch.log_softmax(forward(params, data), dim=-1)).sum(dim=-1).mean()
 
 
-def make_step(lr: float, patch: int, heads: int) -> Any:
-    batch_loss = functools.partial(loss_fn, patch=patch, heads=heads)
-
-    grad_and_value = torch.func.grad_and_value(batch_loss)
-
-    def sgd_step(params: dict[str, Any], x: Any, y: Any) -> Any:
-        # The gradients leave the step too, so loss_and_grads checks the very function that is
-        # timed, and each case compiles once.
-        g, loss = grad_and_value(params, x, y)
-        return loss, g, sgd(params, g, lr)
-
-    return sgd_step
-
-
-def build(case: Any) -> StepTrainer:
-    step = make_step(case.learning_rate, case.dims["patch"], spec.num_heads(case.dims))
-    return StepTrainer(case, step, to_model=spec.to_model, from_model=spec.from_model)
+build = functional.torch(forward, loss, to_model=spec.to_model, from_model=spec.from_model)
 
 
 def data_parallel_loss(case: Any) -> Any:
     """The same loss on the flat, spec-named params, over whatever shard a worker holds."""
-    patch, heads = case.dims["patch"], spec.num_heads(case.dims)
-
-    def loss(flat: dict[str, Any], x: Any, y: Any) -> Any:
-        return loss_fn(spec.to_model(flat), x, y, patch=patch, heads=heads)
-
-    return loss
+    return lambda flat, x, y: loss(spec.to_model(flat), {"x": x, "y": y})

@@ -217,17 +217,16 @@ def _require_autograd() -> None:
 
 
 def _loss(p: Mapping[str, Any], d: Mapping[str, np.ndarray]) -> Any:
-    patch, heads = _config(p, d)
+    patch, heads = config(p["patch_w"].shape, d["x"].shape)
     logits = forward(to_model(p), d["x"], patch, heads)
     log_probs = logits - logsumexp(logits, axis=-1)
     return -anp.mean(anp.sum(d["y"] * log_probs, axis=-1))
 
 
-def _config(p: Mapping[str, Any], d: Mapping[str, np.ndarray]) -> tuple[int, int]:
-    """Patch size and head count from the shapes (the reference is given no dims): a patch
-    holds P*P*C inputs, and every size uses heads of HEAD_DIM."""
-    patch = math.isqrt(p["patch_w"].shape[0] // d["x"].shape[-1])
-    return patch, p["patch_w"].shape[1] // HEAD_DIM
+def config(patch_w: tuple[int, ...], x: tuple[int, ...]) -> tuple[int, int]:
+    """Patch size and head count from the shapes of ``patch_w`` and the images (models are
+    given no dims): a patch holds P*P*C inputs, and every size uses heads of HEAD_DIM."""
+    return math.isqrt(int(patch_w[0]) // int(x[-1])), int(patch_w[1]) // HEAD_DIM
 
 
 # (loss, grad) by the digest of params and data: the harness asks for the same points several

@@ -1,0 +1,170 @@
+"""JAX: training through optax (``inject_hyperparams``, so the optimizer's own values read
+back), inference, and jax.jvp / jax.vjp / jvp-of-grad / vmap(jacfwd | jacrev). Every step is
+one function passed through ``case.compile``: op by op for eager, jax.jit for jit."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Iterator
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from pytest_mlbench.builders.model import (
+    Inference,
+    Model,
+    Transform,
+    canonical_state,
+    hyper,
+    one_example,
+    split_inputs,
+)
+
+HYPER = {"learning_rate": "lr", "momentum": "momentum", "b1": "b1", "b2": "b2", "eps": "eps",
+         "weight_decay": "weight_decay"}
+
+
+def build(model: Model, case: Any) -> Any:
+    name = model.need(case)
+    kinds = {"train": Trainer, "infer": Inference, "jvp": Jvp, "vjp": Vjp, "hvp": Hvp,
+             "jacfwd": Jacobian, "jacrev": Jacobian}
+    return kinds[name](model, case)
+
+
+def transformation(opt: Any, dtype: str) -> optax.GradientTransformation:
+    """The spec's optimizer as optax's own, its hyper-parameters injected as state. Optax
+    would store them at the parameters' dtype; bfloat16 has 8 bits of mantissa, which makes
+    lr 1e-3 into 0.000999 and momentum 0.9 into 0.898: they are kept in float32."""
+    make = functools.partial(optax.inject_hyperparams,
+                             hyperparam_dtype=jnp.float32 if dtype == "bfloat16" else None)
+    if opt.name == "sgd":
+        return make(optax.sgd)(learning_rate=opt.lr)
+    if opt.name == "momentum":
+        return make(optax.sgd)(learning_rate=opt.lr, momentum=opt.momentum)
+    if opt.name == "adam":
+        return make(optax.adam)(learning_rate=opt.lr, b1=opt.b1, b2=opt.b2, eps=opt.eps)
+    return make(optax.adamw)(learning_rate=opt.lr, b1=opt.b1, b2=opt.b2, eps=opt.eps,
+                             weight_decay=opt.weight_decay)
+
+
+@contextlib.contextmanager
+def op_by_op(eager: bool) -> Iterator[None]:
+    """optax jits a few helpers of its own (Adam's bias correction): an eager step runs them
+    op by op too, as eager means; inside jax.jit this changes nothing."""
+    if not eager:
+        yield
+        return
+    with jax.disable_jit():
+        yield
+
+
+class Trainer:
+    """params / loss_and_grads / step / state / hyperparameters over one compiled step that
+    returns the gradients too, so loss_and_grads checks the very function that is timed."""
+
+    def __init__(self, model: Model, case: Any) -> None:
+        self.model, self.data = model, case.data
+        self.p = model.tree(case.params)
+        self.tx = transformation(case.optimizer, case.dtype)
+        self.opt_state = self.tx.init(self.p)
+        grads = model.value_and_grad or jax.value_and_grad(model.fn("loss"))
+        eager, tx = case.variant == "eager", self.tx
+
+        def train_step(p: Any, opt_state: Any, data: Any) -> Any:
+            loss, g = grads(p, data)
+            with op_by_op(eager):
+                updates, opt_state = tx.update(g, opt_state, p)
+            return loss, g, optax.apply_updates(p, updates), opt_state
+
+        self.train_step = case.compile(train_step)
+
+    def params(self) -> dict[str, Any]:
+        return self.model.flat(self.p)
+
+    def loss_and_grads(self) -> tuple[Any, dict[str, Any]]:
+        loss, g, _, _ = self.train_step(self.p, self.opt_state, self.data)
+        return loss, self.model.flat(g)
+
+    def step(self) -> Any:
+        loss, _, self.p, self.opt_state = self.train_step(self.p, self.opt_state, self.data)
+        return loss
+
+    def state(self) -> dict[str, Any]:
+        slots, count = {}, None
+        for part in self.opt_state.inner_state:
+            if isinstance(part, optax.TraceState):
+                slots["momentum"] = self.model.flat(part.trace)
+            elif isinstance(part, optax.ScaleByAdamState):
+                slots["m"], slots["v"] = self.model.flat(part.mu), self.model.flat(part.nu)
+                count = part.count
+        return canonical_state(slots, count)
+
+    def hyperparameters(self) -> dict[str, float]:
+        found = self.opt_state.hyperparams
+        return hyper({HYPER[k]: v for k, v in found.items() if k in HYPER})
+
+
+class Jvp(Transform):
+    """Outputs' tangent along a parameter tangent: jax.jvp (forward mode)."""
+
+    def make(self) -> Any:
+        forward = self.model.fn("forward")
+
+        def jvp(p: Any, data: Any, tangent: Any) -> Any:
+            return jax.jvp(lambda q: forward(q, data), (p,), (tangent,))[1]
+
+        return jvp
+
+    def apply(self, probe: Any) -> Any:
+        return self.fn(self.p, self.data, self.model.tree(probe))
+
+
+class Vjp(Transform):
+    """Parameter cotangent of an output cotangent ``u``: jax.vjp (reverse mode)."""
+
+    def make(self) -> Any:
+        forward = self.model.fn("forward")
+
+        def vjp(p: Any, data: Any, u: Any) -> Any:
+            return jax.vjp(lambda q: forward(q, data), p)[1](u)[0]
+
+        return vjp
+
+    def apply(self, probe: Any) -> Any:
+        return self.model.flat(self.fn(self.p, self.data, probe["u"]))
+
+
+class Hvp(Transform):
+    """Hessian of the loss times a parameter vector: forward over reverse (jvp of grad)."""
+
+    def make(self) -> Any:
+        loss = self.model.fn("loss")
+
+        def hvp(p: Any, data: Any, v: Any) -> Any:
+            grad = jax.grad(lambda q: loss(q, data))
+            return jax.jvp(grad, (p,), (v,))[1]
+
+        return hvp
+
+    def apply(self, probe: Any) -> Any:
+        return self.model.flat(self.fn(self.p, self.data, self.model.tree(probe)))
+
+
+class Jacobian(Transform):
+    """Per-example Jacobian of the outputs w.r.t. the first input: vmap(jacfwd | jacrev)."""
+
+    def make(self) -> Any:
+        forward, case = self.model.fn("forward"), self.case
+        mode = jax.jacfwd if case.task.transform == "jacfwd" else jax.jacrev
+
+        def jacobian(p: Any, inputs: Any) -> Any:
+            key, x, rest = split_inputs(case, inputs)
+            return jax.vmap(mode(one_example(forward, p, key)))(x, rest)
+
+        return jacobian
+
+    def apply(self, probe: Any) -> Any:
+        return self.fn(self.p, probe)

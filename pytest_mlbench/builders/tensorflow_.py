@@ -1,0 +1,192 @@
+"""TensorFlow: training on tf.Variables through keras.optimizers (GradientTape, then
+optimizer.apply), inference, and tf.autodiff.ForwardAccumulator (jvp), GradientTape with
+output_gradients (vjp), forward over back (hvp) and tape.batch_jacobian (jacrev).
+
+Refused, to be declared unsupported in the spec: jacfwd (TF has no per-example forward-mode
+Jacobian), and forward mode (jvp, hvp) in the eager variant: eager ForwardAccumulator traces a
+tf.function for every op it meets (forwardprop's _jvp_helper), so there is no op-by-op eager
+forward mode to time."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")  # before keras is first imported
+
+import keras  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from pytest_mlbench.builders.model import (  # noqa: E402
+    Inference,
+    Model,
+    Transform,
+    canonical_state,
+    hyper,
+    split_inputs,
+    unsupported,
+)
+
+
+def build(model: Model, case: Any) -> Any:
+    name = model.need(case)
+    if name == "jacfwd":
+        raise unsupported(model, "jacfwd", "TensorFlow has no per-example forward-mode "
+                                           "Jacobian (batch_jacobian is reverse mode)")
+    if name in ("jvp", "hvp") and case.variant == "eager":
+        raise unsupported(model, name, "eager TensorFlow has no op-by-op forward mode (each "
+                                       "op's JVP is a traced tf.function)", "eager")
+    if keras.backend.backend() != "tensorflow":
+        raise RuntimeError(f"keras runs on {keras.backend.backend()}, not tensorflow: unset "
+                           "KERAS_BACKEND")
+    kinds = {"train": Trainer, "infer": Inference, "jvp": Jvp, "vjp": Vjp, "hvp": Hvp,
+             "jacrev": Jacobian}
+    with case.adapter.device_scope():
+        return kinds[name](model, case)
+
+
+def optimizer(opt: Any) -> keras.optimizers.Optimizer:
+    """The spec's optimizer as Keras's own."""
+    if opt.name in ("sgd", "momentum"):
+        return keras.optimizers.SGD(learning_rate=opt.lr, momentum=opt.momentum)
+    if opt.name == "adam":
+        return keras.optimizers.Adam(learning_rate=opt.lr, beta_1=opt.b1, beta_2=opt.b2,
+                                     epsilon=opt.eps)
+    return keras.optimizers.AdamW(learning_rate=opt.lr, beta_1=opt.b1, beta_2=opt.b2,
+                                  epsilon=opt.eps, weight_decay=opt.weight_decay)
+
+
+class Trainer:
+    """tf.Variables in the model's tree; Keras's optimizer built on them outside any trace."""
+
+    def __init__(self, model: Model, case: Any) -> None:
+        self.model, self.data, self.opt_spec = model, case.data, case.optimizer
+        self.p = tf.nest.map_structure(tf.Variable, model.tree(case.params))
+        self.variables = tf.nest.flatten(self.p)
+        self.opt = optimizer(case.optimizer)
+        self.opt.build(self.variables)
+        self.grads = case.compile(self._loss_and_grads)
+        self.train_step = case.compile(self._train_step)
+
+    def _loss_and_grads(self, data: Any) -> Any:
+        if self.model.value_and_grad is not None:
+            return self.model.value_and_grad(self.p, data)
+        with tf.GradientTape() as tape:
+            loss = self.model.fn("loss")(self.p, data)
+        return loss, tape.gradient(loss, self.p)
+
+    def _train_step(self, data: Any) -> Any:
+        loss, g = self._loss_and_grads(data)
+        self.opt.apply(tf.nest.flatten(g), self.variables)
+        return loss
+
+    def params(self) -> dict[str, Any]:
+        return self.model.flat(self.p)
+
+    def loss_and_grads(self) -> tuple[Any, dict[str, Any]]:
+        loss, g = self.grads(self.data)
+        return loss, self.model.flat(g)
+
+    def step(self) -> Any:
+        return self.train_step(self.data)
+
+    def state(self) -> dict[str, Any]:
+        slots: dict[str, Any] = {}
+        if self.opt_spec.name == "momentum":
+            # Keras keeps v = mu v - lr g and steps p += v; torch's (and the spec's) buffer
+            # is b = mu b + g with p -= lr b, so b = -v / lr
+            lr = tf.cast(self.opt.learning_rate, self.variables[0].dtype)
+            slots["momentum"] = self._tree([-v / lr for v in self.opt.momentums])
+        elif self.opt_spec.counted:
+            slots["m"] = self._tree(self.opt._momentums)
+            slots["v"] = self._tree(self.opt._velocities)
+        return canonical_state(slots, self.opt.iterations if self.opt_spec.counted else None)
+
+    def _tree(self, per_variable: list[Any]) -> dict[str, Any]:
+        """Slots built in ``self.variables`` order, arranged as the model's tree."""
+        return self.model.flat(tf.nest.pack_sequence_as(self.p, list(per_variable)))
+
+    def hyperparameters(self) -> dict[str, float]:
+        o = self.opt
+        return hyper({"lr": o.learning_rate, "momentum": getattr(o, "momentum", None),
+                      "b1": getattr(o, "beta_1", None), "b2": getattr(o, "beta_2", None),
+                      "eps": getattr(o, "epsilon", None),
+                      "weight_decay": getattr(o, "weight_decay", None)})
+
+
+class Jvp(Transform):
+    """Outputs' tangent along a parameter tangent: tf.autodiff.ForwardAccumulator."""
+
+    def make(self) -> Any:
+        forward = self.model.fn("forward")
+
+        def jvp(p: Any, data: Any, tangent: Any) -> Any:
+            with tf.autodiff.ForwardAccumulator(p, tangent) as acc:
+                out = forward(p, data)
+            return acc.jvp(out)
+
+        return jvp
+
+    def apply(self, probe: Any) -> Any:
+        return self.fn(self.p, self.data, self.model.tree(probe))
+
+
+class Vjp(Transform):
+    """Parameter cotangent of an output cotangent ``u``: GradientTape(output_gradients=u)."""
+
+    def make(self) -> Any:
+        forward = self.model.fn("forward")
+
+        def vjp(p: Any, data: Any, u: Any) -> Any:
+            with tf.GradientTape() as tape:
+                tape.watch(p)
+                out = forward(p, data)
+            return tape.gradient(out, p, output_gradients=u)
+
+        return vjp
+
+    def apply(self, probe: Any) -> Any:
+        return self.model.flat(self.fn(self.p, self.data, probe["u"]))
+
+
+class Hvp(Transform):
+    """Hessian of the loss times a parameter vector: a ForwardAccumulator over a
+    GradientTape (forward over back, as TF's own guide computes HVPs)."""
+
+    def make(self) -> Any:
+        loss = self.model.fn("loss")
+
+        def hvp(p: Any, data: Any, v: Any) -> Any:
+            with tf.autodiff.ForwardAccumulator(p, v) as acc:
+                with tf.GradientTape() as tape:
+                    tape.watch(p)
+                    value = loss(p, data)
+                grads = tape.gradient(value, p)
+            return acc.jvp(grads)
+
+        return hvp
+
+    def apply(self, probe: Any) -> Any:
+        return self.model.flat(self.fn(self.p, self.data, self.model.tree(probe)))
+
+
+class Jacobian(Transform):
+    """Per-example Jacobian of the outputs w.r.t. the first input: tape.batch_jacobian."""
+
+    def make(self) -> Any:
+        forward, case = self.model.fn("forward"), self.case
+        # pfor vectorises the rows of the Jacobian in a graph; eager, it traces a new
+        # tf.function on every call, so eager takes the rows one by one (a while loop)
+        pfor = case.variant != "eager"
+
+        def jacobian(p: Any, inputs: Any) -> Any:
+            key, x, rest = split_inputs(case, inputs)
+            with tf.GradientTape(persistent=not pfor) as tape:  # the loop reuses the tape
+                tape.watch(x)
+                out = forward(p, {**rest, key: x})
+            return tape.batch_jacobian(out, x, experimental_use_pfor=pfor)
+
+        return jacobian
+
+    def apply(self, probe: Any) -> Any:
+        return self.fn(self.p, probe)

@@ -1,0 +1,163 @@
+"""PyTorch: training through torch.optim on nn.Parameters (backward, then opt.step; the jit
+variant compiles that whole step under torch.compile), inference, and torch.func's jvp / vjp /
+jvp-of-grad / vmap(jacfwd | jacrev) on plain tensors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from pytest_mlbench.builders.model import (
+    Inference,
+    Model,
+    Transform,
+    canonical_state,
+    hyper,
+    leaves,
+    one_example,
+    split_inputs,
+    tree_map,
+)
+
+
+def build(model: Model, case: Any) -> Any:
+    name = model.need(case)
+    kinds = {"train": Trainer, "infer": Inference, "jvp": Jvp, "vjp": Vjp, "hvp": Hvp,
+             "jacfwd": Jacobian, "jacrev": Jacobian}
+    return kinds[name](model, case)
+
+
+def optimizer(opt: Any, params: list[Any]) -> torch.optim.Optimizer:
+    """The spec's optimizer as torch.optim's own."""
+    if opt.name in ("sgd", "momentum"):
+        return torch.optim.SGD(params, lr=opt.lr, momentum=opt.momentum)
+    kind = torch.optim.Adam if opt.name == "adam" else torch.optim.AdamW
+    extra = {"weight_decay": opt.weight_decay} if opt.name == "adamw" else {}
+    return kind(params, lr=opt.lr, betas=(opt.b1, opt.b2), eps=opt.eps, **extra)
+
+
+class Trainer:
+    """Parameters live in the model's tree as nn.Parameters; gradients arrive by backward()
+    (or, given value_and_grad, are assigned to .grad) and torch.optim takes the step."""
+
+    def __init__(self, model: Model, case: Any) -> None:
+        self.model, self.data, self.opt_spec = model, case.data, case.optimizer
+        self.p = tree_map(lambda t: torch.nn.Parameter(t.detach().clone()), model.tree(case.params))
+        self.leaves = leaves(self.p)
+        self.opt = optimizer(case.optimizer, self.leaves)
+        self.train_step = case.compile(self._train_step)
+
+    def _forward_backward(self) -> Any:
+        for p in self.leaves:
+            p.grad = None
+        if self.model.value_and_grad is None:
+            loss = self.model.fn("loss")(self.p, self.data)
+            loss.backward()
+            return loss.detach()
+        loss, g = self.model.value_and_grad(tree_map(torch.Tensor.detach, self.p), self.data)
+        for p, grad in zip(self.leaves, leaves(g), strict=True):
+            p.grad = grad
+        return loss.detach()
+
+    def _train_step(self) -> Any:
+        loss = self._forward_backward()
+        self.opt.step()
+        return loss
+
+    def params(self) -> dict[str, Any]:
+        return self.model.flat(tree_map(torch.Tensor.detach, self.p))
+
+    def loss_and_grads(self) -> tuple[Any, dict[str, Any]]:
+        # Eager even for jit: the compiled step's numerics are what the trajectory check
+        # compares, and a second torch.compile for this one call would double compile time.
+        loss = self._forward_backward()
+        return loss, self.model.flat(tree_map(lambda p: p.grad, self.p))
+
+    def step(self) -> Any:
+        return self.train_step()
+
+    def state(self) -> dict[str, Any]:
+        names = {"momentum": "momentum_buffer", "m": "exp_avg", "v": "exp_avg_sq"}
+        slots = {slot: self.model.flat(tree_map(lambda p, key=key: self._slot(p, key), self.p))
+                 for slot, key in names.items() if slot in self.opt_spec.slots}
+        count = None
+        if self.opt_spec.counted:
+            first = self.opt.state.get(self.leaves[0], {})
+            count = first.get("step", torch.zeros(()))
+        return canonical_state(slots, count)
+
+    def _slot(self, p: Any, key: str) -> Any:
+        found = self.opt.state.get(p, {}).get(key)
+        return torch.zeros_like(p.detach()) if found is None else found
+
+    def hyperparameters(self) -> dict[str, float]:
+        group = self.opt.param_groups[0]
+        b1, b2 = group.get("betas", (None, None))
+        return hyper({"lr": group["lr"], "momentum": group.get("momentum"), "b1": b1,
+                      "b2": b2, "eps": group.get("eps"),
+                      "weight_decay": group["weight_decay"] if self.opt_spec.name == "adamw"
+                      else None})
+
+
+class Jvp(Transform):
+    """Outputs' tangent along a parameter tangent: torch.func.jvp (forward mode)."""
+
+    def make(self) -> Any:
+        forward = self.model.fn("forward")
+
+        def jvp(p: Any, data: Any, tangent: Any) -> Any:
+            return torch.func.jvp(lambda q: forward(q, data), (p,), (tangent,))[1]
+
+        return jvp
+
+    def apply(self, probe: Any) -> Any:
+        return self.fn(self.p, self.data, self.model.tree(probe))
+
+
+class Vjp(Transform):
+    """Parameter cotangent of an output cotangent ``u``: torch.func.vjp (reverse mode)."""
+
+    def make(self) -> Any:
+        forward = self.model.fn("forward")
+
+        def vjp(p: Any, data: Any, u: Any) -> Any:
+            return torch.func.vjp(lambda q: forward(q, data), p)[1](u)[0]
+
+        return vjp
+
+    def apply(self, probe: Any) -> Any:
+        return self.model.flat(self.fn(self.p, self.data, probe["u"]))
+
+
+class Hvp(Transform):
+    """Hessian of the loss times a parameter vector: forward over reverse (jvp of grad)."""
+
+    def make(self) -> Any:
+        loss = self.model.fn("loss")
+
+        def hvp(p: Any, data: Any, v: Any) -> Any:
+            grad = torch.func.grad(lambda q: loss(q, data))
+            return torch.func.jvp(grad, (p,), (v,))[1]
+
+        return hvp
+
+    def apply(self, probe: Any) -> Any:
+        return self.model.flat(self.fn(self.p, self.data, self.model.tree(probe)))
+
+
+class Jacobian(Transform):
+    """Per-example Jacobian of the outputs w.r.t. the first input: vmap(jacfwd | jacrev)."""
+
+    def make(self) -> Any:
+        forward, case = self.model.fn("forward"), self.case
+        mode = torch.func.jacfwd if case.task.transform == "jacfwd" else torch.func.jacrev
+
+        def jacobian(p: Any, inputs: Any) -> Any:
+            key, x, rest = split_inputs(case, inputs)
+            return torch.func.vmap(mode(one_example(forward, p, key)))(x, rest)
+
+        return jacobian
+
+    def apply(self, probe: Any) -> Any:
+        return self.fn(self.p, probe)

@@ -1,0 +1,132 @@
+"""Small CNN on CIFAR-shaped images: two 3x3 convolutions with ReLU and 2x2 max-pooling, a linear
+head, softmax cross-entropy, heavy-ball momentum SGD.
+
+What is compared: one momentum step (lr 0.001, mu 0.9: torch.optim.SGD, optax.sgd, Keras SGD)
+of
+
+    h = maxpool2(relu(conv3x3(x, k1) + c1))      # (B, 32, 32, 3) -> (B, 16, 16, C1)
+    h = maxpool2(relu(conv3x3(h, k2) + c2))      # -> (B, 8, 8, C2)
+    logits = flatten(h) @ w + b                  # flattened in (row, column, channel) order
+    loss = mean over the batch of -sum(y * log_softmax(logits))       # y one-hot
+
+on synthetic NHWC images N(0, 1), each framework with its own convolution and pooling ops:
+lax.conv_general_dilated and lax.reduce_window, F.conv2d and F.max_pool2d (NCHW: the kernels
+are held as (out, in, h, w), the head's rows in (channel, row, column) order, both laid out at
+build), tf.nn.conv2d and tf.nn.max_pool2d. Convolutions are 'SAME' (zero padding of 1), stride 1.
+
+The reference is only the forward below, in the Python array API: a convolution as the sum of
+nine shifted slices times the kernel's taps, padding by concatenating zeros, pooling by a
+reshape and a max. Its gradient comes from the float64 autodiff oracle, checked against finite
+differences. ReLU and max-pooling make the loss piecewise smooth; the verdicts do not depend
+on the seed (a window's tie is among ReLU zeros, whose gradient is zero whichever wins).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from pytest_mlbench import Arrays, Shape, Workload, momentum, train
+
+
+def make_data(rng: np.random.Generator, dims: Mapping[str, int]) -> Arrays:
+    b, s, k = dims["batch"], dims["image"], dims["classes"]
+    labels = rng.integers(0, k, size=b)
+    return {"x": rng.standard_normal((b, s, s, dims["channels"])), "y": np.eye(k)[labels]}
+
+
+def make_params(rng: np.random.Generator, dims: Mapping[str, int]) -> Arrays:
+    """Kernels (h, w, in, out) N(0, 2 / fan_in) (He), the head N(0, 1 / fan_in), biases
+    0.1 N(0, 1) (away from 0: a dropped bias fails the gradient check)."""
+    c, c1, c2, k = dims["channels"], dims["c1"], dims["c2"], dims["classes"]
+    flat = (dims["image"] // 4) ** 2 * c2
+
+    def normal(scale: float, *shape: int) -> np.ndarray:
+        return scale * rng.standard_normal(shape)
+
+    return {"k1": normal(math.sqrt(2 / (9 * c)), 3, 3, c, c1), "c1": normal(0.1, c1),
+            "k2": normal(math.sqrt(2 / (9 * c1)), 3, 3, c1, c2), "c2": normal(0.1, c2),
+            "w": normal(math.sqrt(1 / flat), flat, k), "b": normal(0.1, k)}
+
+
+# -- the reference, in the Python array API (xp: numpy, jax.numpy or torch) -------------------
+
+def pad(xp: Any, x: Any) -> Any:
+    """Zero padding of one row and one column on every side of (B, H, W, C)."""
+    b, h, w, c = x.shape
+    rows = xp.zeros((b, 1, w, c), dtype=x.dtype)
+    x = xp.concat([rows, x, rows], axis=1)
+    cols = xp.zeros((b, h + 2, 1, c), dtype=x.dtype)
+    return xp.concat([cols, x, cols], axis=2)
+
+
+def conv3x3(xp: Any, x: Any, k: Any, bias: Any) -> Any:
+    """'SAME' convolution (cross-correlation, as every framework's conv): the sum over the
+    kernel's nine taps of the shifted input times that tap's (in, out) matrix."""
+    h, w = x.shape[1], x.shape[2]
+    padded = pad(xp, x)
+    out = bias
+    for i in range(3):
+        for j in range(3):
+            out = out + padded[:, i:i + h, j:j + w, :] @ k[i, j, ...]
+    return out
+
+
+def maxpool2(xp: Any, x: Any) -> Any:
+    b, h, w, c = x.shape
+    return xp.max(xp.reshape(x, (b, h // 2, 2, w // 2, 2, c)), axis=(2, 4))
+
+
+def forward(xp: Any, p: Mapping[str, Any], d: Mapping[str, Any]) -> Any:
+    relu = lambda v: xp.maximum(v, xp.zeros_like(v))  # noqa: E731
+    h = maxpool2(xp, relu(conv3x3(xp, d["x"], p["k1"], p["c1"])))
+    h = maxpool2(xp, relu(conv3x3(xp, h, p["k2"], p["c2"])))
+    return xp.reshape(h, (h.shape[0], -1)) @ p["w"] + p["b"]
+
+
+def objective(xp: Any, logits: Any, d: Mapping[str, Any]) -> Any:
+    shifted = logits - xp.max(logits, axis=-1, keepdims=True)
+    log_probs = shifted - xp.log(xp.sum(xp.exp(shifted), axis=-1, keepdims=True))
+    return -xp.mean(xp.sum(d["y"] * log_probs, axis=-1))
+
+
+def flops(dims: Mapping[str, int]) -> int:
+    """Convolution and matmul FLOPs of the direct algorithm, 2 B H W 9 C_in C_out a
+    convolution: forward, then the kernels' and the inputs' gradients, except the first
+    convolution's input gradient (the images need none). Pooling and ReLU left out."""
+    b, s, k = dims["batch"], dims["image"], dims["classes"]
+    conv1 = 2 * b * s * s * 9 * dims["channels"] * dims["c1"]
+    conv2 = 2 * b * (s // 2) ** 2 * 9 * dims["c1"] * dims["c2"]
+    head = 2 * b * (s // 4) ** 2 * dims["c2"] * k
+    return 2 * conv1 + 3 * (conv2 + head)
+
+
+def size(batch: int, c1: int, c2: int) -> dict[str, int]:
+    return {"batch": batch, "image": 32, "channels": 3, "c1": c1, "c2": c2, "classes": 10}
+
+
+SPEC = Workload(
+    name="cnn",
+    summary=__doc__.splitlines()[0],
+    sizes={
+        "smoke": (Shape(size(batch=8, c1=8, c2=16)),),
+        # about 1 GFLOP a step
+        "default": (Shape(size(batch=32, c1=32, c2=64)),),
+        # the first two stages of the TensorFlow CIFAR-10 tutorial's CNN, its batch of 128
+        "paper": (Shape(size(batch=128, c1=32, c2=64), "b128", rounds=20),),
+    },
+    tasks=(train(momentum(1e-3, 0.9)),),
+    make_data=make_data,
+    make_params=make_params,
+    forward=forward,
+    objective=objective,
+    flops_per_step=flops,
+    implementations={
+        "jax": ("eager", "jit"),
+        "torch": ("eager", "jit"),
+        "tensorflow": ("eager", "jit", "xla"),
+    },
+)

@@ -1,0 +1,54 @@
+"""The GPT in JAX: jnp indexing for the embeddings, explicit causal attention, optax's integer-
+label cross-entropy; op by op or under jax.jit, stepped by optax's Adam."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from pytest_mlbench import functional, load_suite_file
+
+spec = load_suite_file(Path(__file__).with_name("spec.py"))
+
+
+def layer_norm(h: Any, g: Any, b: Any) -> Any:
+    centred = h - jnp.mean(h, axis=-1, keepdims=True)
+    var = jnp.mean(centred * centred, axis=-1, keepdims=True)
+    return centred / jnp.sqrt(var + spec.LN_EPS) * g + b
+
+
+def attention(a: Any, w: Any, heads: int) -> Any:
+    b, t, d = a.shape
+    qkv = (a @ w).reshape(b, t, 3, heads, d // heads).transpose(2, 0, 3, 1, 4)
+    q, k, v = qkv[0], qkv[1], qkv[2]  # each (B, heads, T, d_head)
+    scores = q @ jnp.swapaxes(k, -1, -2) / math.sqrt(d // heads)
+    causal = jnp.tril(jnp.ones((t, t), dtype=bool))
+    weights = jax.nn.softmax(jnp.where(causal, scores, -jnp.inf), axis=-1)
+    return (weights @ v).transpose(0, 2, 1, 3).reshape(b, t, d)
+
+
+def forward(p: dict[str, Any], data: dict[str, Any]) -> Any:
+    tokens = data["tokens"]
+    width = p["wte"].shape[1]
+    h = p["wte"][tokens] + p["wpe"][:tokens.shape[1]]
+    for i in range(spec.layers(p)):
+        blk = {n: p[spec.key(i, n)] for n in spec.BLOCK_KEYS}
+        a = layer_norm(h, blk["ln1_g"], blk["ln1_b"])
+        h = h + attention(a, blk["attn_w"], width // spec.HEAD_DIM) \
+            @ blk["proj_w"] + blk["proj_b"]
+        m = layer_norm(h, blk["ln2_g"], blk["ln2_b"]) @ blk["fc_w"] + blk["fc_b"]
+        h = h + jax.nn.gelu(m, approximate=True) @ blk["fc2_w"] + blk["fc2_b"]
+    return layer_norm(h, p["lnf_g"], p["lnf_b"]) @ p["wte"].T
+
+
+def loss(p: dict[str, Any], data: dict[str, Any]) -> Any:
+    logits = forward(p, data)
+    return optax.softmax_cross_entropy_with_integer_labels(logits, data["targets"]).mean()
+
+
+build = functional.jax(forward, loss)

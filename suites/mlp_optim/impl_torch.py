@@ -1,0 +1,10 @@
+"""The seed MLP's torch model (suites/mlp/impl_torch.py); the builder steps it with whichever
+optimizer the task names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_mlbench import load_suite_file
+
+build = load_suite_file(Path(__file__).parent.parent / "mlp" / "impl_torch.py").build

@@ -1,0 +1,47 @@
+"""The seed MLP's optimizers: momentum, Adam and AdamW steps, each through the framework's own
+optimizer, from the mlp's bytes.
+
+What is compared: one optimizer step of the seed MLP (suites/mlp: 128 -> tanh(128) -> 1, mean
+binary cross-entropy on logits) with heavy-ball momentum (torch.optim.SGD(momentum), optax.sgd
+(momentum), Keras SGD(momentum)), Adam (torch.optim.Adam, optax.adam, Keras Adam) and AdamW
+with decoupled weight decay (torch.optim.AdamW, optax.adamw, Keras AdamW), same hyper-parameters
+everywhere and read back from each optimizer. Autograd and NumPy have no optimizer: they apply
+the spec's update (pytest_mlbench.optim) at the policy dtype, NumPy with the mlp's hand-written
+gradient. The reference is the mlp's hand-derived gradient and the float64 update of
+optim.py; the optimizer state (momentum buffer, both Adam moments, the step count) is checked
+after the first step, after the checked steps and in every audited round.
+
+Adam's epsilon is 1e-12, not the usual 1e-8: Keras's Adam adds epsilon to sqrt(v_t) before the
+bias correction (its "epsilon hat", eps / sqrt(1 - b2^t) in the spec's form), torch's and
+optax's to sqrt(v_hat_t). The seed MLP's gradients reach down to 1e-8 (w1 starts at 0.01 N(0, 1)),
+where at eps = 1e-8 the two forms move the first step apart by 3% of its norm: two algorithms.
+At 1e-12 they agree to far below the fp32 tolerance, so one algorithm is compared.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from pytest_mlbench import adam, adamw, load_suite_file, momentum, train
+
+EPS = 1e-12  # see above
+MLP = load_suite_file(Path(__file__).parent.parent / "mlp" / "spec.py")
+
+SPEC = replace(
+    MLP.SPEC,
+    name="mlp_optim",
+    summary=__doc__.splitlines()[0],
+    data_key=MLP.SPEC.name,  # the mlp's data and weights, byte for byte
+    learning_rate=None,
+    tasks=(train(momentum(1e-2, 0.9)), train(adam(1e-3, eps=EPS)),
+           train(adamw(1e-3, eps=EPS, weight_decay=1e-2))),
+    data_parallel={},
+    implementations={
+        "numpy": ("eager",),
+        "autograd": ("eager",),
+        "jax": ("eager", "jit"),
+        "torch": ("eager", "jit"),
+        "tensorflow": ("eager", "jit", "xla"),
+    },
+)

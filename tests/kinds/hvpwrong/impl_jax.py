@@ -1,0 +1,18 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jax.numpy as jnp
+
+from pytest_mlbench import functional, load_suite_file
+
+MODELS = load_suite_file(Path(__file__).parents[1] / "models.py")
+forward, _ = MODELS.jax_model()
+
+
+def summed(p: Any, d: Any) -> Any:
+    return jnp.sum(forward(p, d))
+
+
+build = functional.jax(forward, summed)

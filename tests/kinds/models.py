@@ -1,0 +1,100 @@
+"""Workloads and implementations for tests/test_kinds.py: the seed MLP as one workload per
+broken (or honest) implementation, every kind of task, through the builders; each broken one
+gets one thing wrong in its own kind's terms.
+
+``mlp(name, tasks, **implementations)`` is the seed MLP at batch 16 with a hand-written
+gradient (training) and its array-API forward (inference and transforms, through the oracle)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from pytest_mlbench import Arrays, Optimizer, Shape, Task, Workload, train
+
+IN, HIDDEN = 128, 128
+
+
+def data(rng: np.random.Generator, dims: Mapping[str, int]) -> Arrays:
+    return {"x": rng.standard_normal((dims["batch"], IN)),
+            "y": rng.integers(0, 2, size=(dims["batch"], 1)).astype(np.float64)}
+
+
+def params(rng: np.random.Generator, dims: Mapping[str, int]) -> Arrays:
+    return {"w1": 0.1 * rng.standard_normal((IN, HIDDEN)),
+            "w2": 0.1 * rng.standard_normal((HIDDEN, 1))}
+
+
+def forward(xp: Any, p: Mapping[str, Any], d: Mapping[str, Any]) -> Any:
+    return xp.tanh(d["x"] @ p["w1"]) @ p["w2"]
+
+
+def objective(xp: Any, z: Any, d: Mapping[str, Any]) -> Any:
+    return xp.mean(xp.logaddexp(xp.zeros_like(z), z) - d["y"] * z)
+
+
+def loss(p: Mapping[str, np.ndarray], d: Mapping[str, np.ndarray]) -> float:
+    return float(objective(np, forward(np, p, d), d))
+
+
+def grad(p: Mapping[str, np.ndarray], d: Mapping[str, np.ndarray]) -> Arrays:
+    h = np.tanh(d["x"] @ p["w1"])
+    z = h @ p["w2"]
+    dz = (0.5 * (1 + np.tanh(z / 2)) - d["y"]) / len(z)
+    dh = (dz @ p["w2"].T) * (1 - h * h)
+    return {"w1": d["x"].T @ dh, "w2": h.T @ dz}
+
+
+def mlp(name: str, tasks: tuple[Task, ...], unsupported: Mapping[tuple[str, ...], str] | None = None,
+        **implementations: tuple[str, ...]) -> Workload:
+    shape = Shape({"batch": 16})
+    return Workload(
+        name=name, summary="seed MLP for the kinds' tests", data_key="kinds",
+        sizes={size: (shape,) for size in ("smoke", "default", "paper")}, tasks=tasks,
+        make_data=data, make_params=params, loss=loss, grad=grad, forward=forward,
+        objective=objective, flops_per_step=lambda dims: 4 * dims["batch"] * IN * HIDDEN,
+        unsupported=dict(unsupported or {}), implementations=implementations)
+
+
+# -- the model in each framework ------------------------------------------------------------
+
+def jax_model() -> tuple[Any, Any]:
+    import jax.numpy as jnp
+
+    def fwd(p: Any, d: Any) -> Any:
+        return jnp.tanh(d["x"] @ p["w1"]) @ p["w2"]
+
+    def lss(p: Any, d: Any) -> Any:
+        z = fwd(p, d)
+        return jnp.mean(jnp.logaddexp(0, z) - d["y"] * z)
+
+    return fwd, lss
+
+
+def numpy_value_and_grad(p: Mapping[str, np.ndarray], d: Mapping[str, np.ndarray]) -> Any:
+    """The hand-written gradient at the policy dtype (a NumPy implementation's own)."""
+    h = np.tanh(d["x"] @ p["w1"])
+    z = h @ p["w2"]
+    dz = (0.5 * (1 + np.tanh(0.5 * z)) - d["y"]) / z.shape[0]
+    dh = (dz @ p["w2"].T) * (1 - h * h)
+    return np.mean(np.logaddexp(0, z) - d["y"] * z), {"w1": d["x"].T @ dh, "w2": h.T @ dz}
+
+
+def with_optimizer(case: Any, optimizer: Optimizer) -> Any:
+    """``case`` as if its task named ``optimizer``: how a broken implementation ends up
+    running another optimizer than the spec's."""
+    task = train(optimizer)
+    return dataclasses.replace(case, id=dataclasses.replace(case.id, task=task))
+
+
+class Wrapped:
+    """An implementation around another, every method passed through unless overridden."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)

@@ -1,0 +1,8 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_mlbench import functional, load_suite_file
+
+MODELS = load_suite_file(Path(__file__).parents[1] / "models.py")
+build = functional.jax(loss=MODELS.jax_model()[1])

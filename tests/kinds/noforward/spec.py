@@ -1,0 +1,10 @@
+"""An inference task built without a forward function."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_mlbench import infer, load_suite_file
+
+MODELS = load_suite_file(Path(__file__).parents[1] / "models.py")
+SPEC = MODELS.mlp("noforward", (infer(),), jax=("eager",))
