@@ -6,6 +6,8 @@ misbehave on purpose are in pytest_mlbench/engine/faults.py."""
 from __future__ import annotations
 
 import multiprocessing
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -130,3 +132,38 @@ def test_a_rank_that_fails_does_not_leave_the_parent_waiting_on_the_others(
     with pytest.raises(WorkerTimeout, match=r"after worker 1 reported a failure"), pool:
         pool.call("go")
     assert time.monotonic() - start < 30.0
+
+
+KILLED_WITH_STOPPED_WORKERS = """
+import sys
+from pytest_mlbench.engine.launcher import Pool, WorkerSpec
+pool = Pool(WorkerSpec("pytest_mlbench.engine.faults:faulty", 2, {}), start_timeout=30.0)
+pool.start()
+pool.pause()  # SIGSTOP, as the campaign does to every worker not taking its turn
+print(" ".join(str(pid) for pid in pool.pids), flush=True)
+sys.stdin.read()  # until the test kills this session
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_workers_stopped_by_a_killed_session_do_not_outlive_it() -> None:
+    """A session killed (SIGKILL, or SIGTERM, which pytest does not catch) while its workers
+    are stopped: a stopped worker cannot see its socket close, so the kernel must end it."""
+    session = subprocess.Popen([sys.executable, "-c", KILLED_WITH_STOPPED_WORKERS],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert session.stdout is not None
+    pids = [int(p) for p in session.stdout.readline().split()]
+    deadline = time.monotonic() + 10  # SIGSTOP is delivered asynchronously
+    while not all(psutil.Process(p).status() == psutil.STATUS_STOPPED for p in pids):
+        assert time.monotonic() < deadline, "the workers were never stopped"
+        time.sleep(0.05)
+    assert len(pids) == 2
+    session.kill()
+    session.wait()
+    deadline = time.monotonic() + 10
+    alive = pids
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in pids if psutil.pid_exists(p)
+                 and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        time.sleep(0.1)
+    assert alive == [], f"workers {alive} outlived the session that started them"

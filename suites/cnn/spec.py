@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_mlbench import Arrays, Shape, Workload, momentum, train
+from pytest_mlbench import Arrays, Shape, Tolerance, Tolerances, Workload, momentum, train
 
 
 def make_data(rng: np.random.Generator, dims: Mapping[str, int]) -> Arrays:
@@ -119,6 +119,14 @@ SPEC = Workload(
         "paper": (Shape(size(batch=128, c1=32, c2=64), "b128", rounds=20),),
     },
     tasks=(train(momentum(1e-3, 0.9)),),
+    # fp32 trajectories of a ReLU / max-pool network drift from float64 faster than a smooth
+    # model's: each step's rounding moves a few pre-activations across zero and a few pooling
+    # winners, and momentum accumulates it. Measured on torch's oneDNN convolutions at the
+    # default size: the momentum buffer 20 steps from the start within 0.2% of float64 in norm
+    # (the table allows 0.1%). 0.5% still fails a parameter one step behind at the 128 steps
+    # the audit replays from the start (0.8%), and any wrong hyper-parameter.
+    tolerances={"fp32": Tolerances(grad=Tolerance(1e-4, 1e-5),
+                                   trajectory=Tolerance(5e-3, 1e-4))},
     make_data=make_data,
     make_params=make_params,
     forward=forward,
