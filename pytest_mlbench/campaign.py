@@ -41,14 +41,15 @@ from pytest_mlbench.engine.workers import (
     Side,
 )
 from pytest_mlbench.errors import Unavailable, Unsupported
-from pytest_mlbench.pipeline import CaseRun
+from pytest_mlbench.pipeline import TURN_WARMUP, CaseRun
 from pytest_mlbench.precision import POLICIES
 from pytest_mlbench.record import Identity, Measure, Record
 from pytest_mlbench.reference import OracleService, Reference
 
-# interleaving cycles per pass: each case takes a turn in every cycle; even, so that the two
+# interleaving cycles per pass: each case takes a turn in every cycle (up to its rounds / 2,
+# so that a turn records at least two rounds after its dropped one); even, so that the two
 # sides of an A/B pair go first equally often (ABAB..., then BABA...)
-CYCLES = 6
+CYCLES = 10
 LONG_S = 10.0  # a case whose timing is expected to take longer says so as it starts
 PLAUSIBLE_MARGIN = 0.25  # GFLOP/s above the session's measured peak by more than this fails
 
@@ -147,6 +148,7 @@ class Campaign:
 
     def _pass(self, p: int, passes: int, started: float) -> None:
         done = p * len(self._groups())
+        self._start_pools()
         for group, states in self._groups():
             alive = [s for s in states if s.alive]
             if self.cancelled:
@@ -162,7 +164,7 @@ class Campaign:
             else:  # nothing is timed, but the timed path still runs once, audited
                 for run in runs:
                     run.audits = {1}
-                    self._turn(run, 1, 0)
+                    self._turn(run, 1, 0, discard=0)
             for run in runs:
                 self._finish(run, p)
             done += 1
@@ -217,6 +219,40 @@ class Campaign:
             self.pools[key] = pool
         return pool
 
+    def _start_pools(self) -> None:
+        """Start every pool this pass will use at once (nothing is timed yet, and importing
+        TensorFlow or warming inductor up is seconds of CPU each: the cores share it), then
+        stop them all. A pool that fails to start is left out: its cases meet the failure
+        again, and report it, when they ask for it."""
+        wanted: dict[PoolKey, CaseState] = {}
+        for state in self.states.values():
+            cid = state.cid
+            if state.alive and not cid.workload.unsupported_reason(
+                    cid.framework, cid.variant, cid.device, cid.precision, cid.task.label):
+                wanted.setdefault(PoolKey(cid.framework, cid.workers, state.lane.side.name),
+                                  state)
+        fresh = [FrameworkPool(key, self.registry[key.framework], self.plan.threads,
+                               self.plan.affinity, self.caches, side=state.lane.side)
+                 for key, state in wanted.items()
+                 if key not in self.pools or self.pools[key].pool is None]
+        if len(fresh) < 2 or self.cancelled:
+            return
+        spawned = []
+        for pool in fresh:
+            try:
+                pool.spawn()
+                spawned.append(pool)
+            except Exception:  # noqa: BLE001 - reported when a case asks for this pool
+                pool.close(kill=True)
+        for pool in spawned:
+            try:
+                pool.started()
+            except Exception:  # noqa: BLE001 - as above
+                pool.close(kill=True)
+                continue
+            pool.pause()
+            self.pools[pool.key] = pool
+
     def _activate(self, pool: FrameworkPool) -> None:
         """Only ``pool`` runs: every other worker (and the oracle) is stopped."""
         for other in self.pools.values():
@@ -230,8 +266,11 @@ class Campaign:
         self.oracle.pause()
 
     def _close_pools(self) -> None:
+        """End of a pass (or of the campaign): the workers' work is done and checked, and they
+        keep nothing (compile caches are written as they compile), so they are killed rather
+        than left to tear their frameworks down on the cores."""
         for key, pool in list(self.pools.items()):
-            pool.close()
+            pool.close(kill=True)
             del self.pools[key]
 
     # -- one case ---------------------------------------------------------------------------------
@@ -364,9 +403,12 @@ class Campaign:
             by_case.setdefault(run.ctx.cid.name, []).append(run)
         # the sides of an A/B pair take as many rounds as each other: the slower side's count
         rounds = {name: max(self.rounds_for(r) for r in pair) for name, pair in by_case.items()}
-        for run in runs:
-            self._choose_audits(run, rounds[run.ctx.cid.name], p)
-        per_turn = {name: math.ceil(n / CYCLES) for name, n in rounds.items()}
+        per_turn = {name: math.ceil(n / min(CYCLES, max(1, n // 2)))
+                    for name, n in rounds.items()}
+        for run in runs:  # every turn also runs TURN_WARMUP dropped rounds, auditable too
+            name = run.ctx.cid.name
+            turns = math.ceil(rounds[name] / per_turn[name])
+            self._choose_audits(run, rounds[name] + turns * TURN_WARMUP, p)
         names = list(by_case)
         for cycle in range(CYCLES):
             order = data.generator(self.plan.seed, "cycle", str(p), str(cycle)).permutation(
@@ -374,7 +416,7 @@ class Campaign:
             for i in order:
                 pair = by_case[names[i]]
                 for run in (pair if cycle % 2 == 0 else pair[::-1]):  # ABAB, then BABA
-                    left = rounds[names[i]] - run.rounds_done
+                    left = rounds[names[i]] - len(run.seconds)
                     self._turn(run, min(per_turn[names[i]], left), cycle)
 
     def _choose_audits(self, run: CaseRun, total: int, p: int) -> None:
@@ -382,13 +424,13 @@ class Campaign:
         count = min(total, 1 + total // 50)
         run.audits = {int(r) for r in rng.choice(range(1, total + 1), count, replace=False)}
 
-    def _turn(self, run: CaseRun, count: int, cycle: int) -> None:
+    def _turn(self, run: CaseRun, count: int, cycle: int, discard: int = TURN_WARMUP) -> None:
         state = self._state(run)
         if count <= 0 or not state.alive:
             return
         self._activate(run.pool)
         try:
-            run.turn(count)
+            run.turn(count, discard)
         except BaseException as exc:  # noqa: BLE001
             self._fail(state, exc)
             return

@@ -25,7 +25,7 @@ SIZES = ("smoke", "default", "paper")
 AFFINITIES = ("off", "pin")
 AUTO = ("auto",)  # --mlbench-precision left unset: a workload's default_precisions apply
 FALLBACK_PRECISION = "fp32"  # for workloads that declare no default precision
-DEFAULT_PROCESSES = 3
+DEFAULT_PROCESSES = 5
 MAX_WORKERS = 1024
 
 
@@ -126,7 +126,7 @@ def parse_threads(value: str) -> int:
 
 
 def parse_processes(value: str) -> int:
-    return _positive(value.strip(), "a process count", 1000, "such as 3")
+    return _positive(value.strip(), "a process count", 1000, "such as 5")
 
 
 def parse_seed(value: str) -> int:

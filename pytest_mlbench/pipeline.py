@@ -18,6 +18,7 @@ from pytest_mlbench.checks import assert_identical, assert_threads
 from pytest_mlbench.engine.workers import FrameworkPool
 
 WARMUP = 0  # round 0 is a warm-up: it runs like every other round and is never recorded
+TURN_WARMUP = 1  # rounds each timed turn runs first and drops (the worker was just resumed)
 CALL_MIN_S = 120.0  # a timed turn's timeout is 20 times what it should take, at least this
 
 
@@ -50,9 +51,7 @@ class CaseRun:
     def prepare(self, threads: int, pin: bool) -> None:
         """Build in the worker, then every check that comes before timing."""
         for info in self.pool.info:
-            assert_threads(info["threads"], self.pool.threads if self.ctx.cid.workers == 1
-                           else max(1, self.pool.threads // self.pool_world()),
-                           where=self.ctx.where)
+            assert_threads(info["threads"], self.expected_threads(), where=self.ctx.where)
         self.handle = self.pool.open(self.spec)
         verify.check_start(self.ctx, self._call("start"))
         if self.train:
@@ -70,6 +69,10 @@ class CaseRun:
         self.round_s = min(times)
         self.compile_s = float(self._call("compiled_seconds"))
         self.pinned = self.pool.pool.call("info")[0]["pinned"] if self.pool.pool else {}
+
+    def expected_threads(self) -> int:
+        """Threads each worker of this case's pool must have (FrameworkPool's rule)."""
+        return self.pool.per_worker_threads(self.pool_world())
 
     def pool_world(self) -> int:
         return len(self.pool.info) or 1
@@ -94,10 +97,14 @@ class CaseRun:
 
     # -- timed ------------------------------------------------------------------------------
 
-    def turn(self, rounds: int) -> list[float]:
-        """The next ``rounds`` timed rounds; returns their seconds (the slowest rank's)."""
+    def turn(self, rounds: int, discard: int = TURN_WARMUP) -> list[float]:
+        """The next ``rounds`` recorded rounds after ``discard`` more run first and dropped
+        (the first round after the worker resumes from SIGSTOP pays for cold caches and the
+        other workers' traces); returns the recorded seconds (the slowest rank's). Discarded
+        rounds are numbered, run and may be audited like any other."""
         first = self.rounds_done + 1
-        wanted = range(first, first + rounds)
+        total = rounds + discard
+        wanted = range(first, first + total)
         keep: dict[int, int | None] = {}
         for r in self.audits:
             if r in wanted:
@@ -106,14 +113,14 @@ class CaseRun:
                 keep[r - 1] = None
         assert self.handle is not None
         # a turn may take what its rounds should take, many times over, but not for ever
-        expected = self.round_s * rounds
-        reply = self.pool.case(self.handle, "round", first, rounds, self.calls, keep,
+        expected = self.round_s * total
+        reply = self.pool.case(self.handle, "round", first, total, self.calls, keep,
                                timeout=max(CALL_MIN_S, 20 * expected))
         seconds = [max(col) for col in zip(*(r["seconds"] for r in reply), strict=True)]
         self.kept.update(agree_kept(reply, self.ctx.where))
-        self.seconds += seconds
-        self.rounds_done += rounds
-        return seconds
+        self.seconds += seconds[discard:]
+        self.rounds_done += total
+        return seconds[discard:]
 
     # -- after timing -----------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 """The normalised table: per comparison group, each implementation's step time and its ratio to
-the fastest (or a reference), each with the interval the process-level spread gives.
+the fastest (or a reference), each with the interval a repeat run's figure will fall in (a
+Student-t prediction interval over the processes, stats.predicted): "next run 95%".
 
 Two records with the same number of processes ran in the same session (processes interleave
 across cases), so their ratio is paired process by process and the host's slow moments cancel;
@@ -12,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from pytest_mlbench import stats, tables
 from pytest_mlbench.record import Measure, Record
 
-HEADER = ("implementation", "step (ms)", "95% interval", "normalised", "95% interval",
+HEADER = ("implementation", "step (ms)", "next run 95%", "normalised", "next run 95%",
           "GFLOP/s", "util", "compile (s)", "procs x rounds", "")
 
 
@@ -57,7 +58,7 @@ def _cells(impl: str, m: Measure, est: stats.Estimate, ref: Measure) -> list[str
     ratio = None if m is ref else relative(m, ref)
     return [impl, f"{est.value * 1e3:.4f}", tables.interval(est.low * 1e3, est.high * 1e3, ".4f"),
             f"{ratio.value:.2f}" if ratio else "1.00",
-            tables.interval(ratio.low, ratio.high, ".2f") if ratio else "reference",
+            tables.interval(ratio.next_low, ratio.next_high, ".2f") if ratio else "reference",
             _number(m.gflops, ".2f"), _number(m.utilisation, ".0%"),
             _number(m.compile_s, ".3f"), procs_by_rounds(m), flag(est)]
 

@@ -2,25 +2,34 @@
 
 Variance on a shared machine lives between processes (thread placement, memory layout, the
 host's neighbours), not between the rounds of one process. So every estimate here is built
-from per-process samples: the figure is the median of the per-process medians, and its
-interval comes from a hierarchical bootstrap that resamples processes first and rounds within
-each process second (so one process's many rounds cannot pretend to be many processes).
+from per-process samples: the figure is the median of the per-process medians (a ratio, the
+median of per-process paired ratios), and its interval is a Student-t *prediction* interval
+for the figure a repeat run with as many processes will report: with few processes the t
+quantile is large (4.3 at three processes, 2.8 at five), so three processes that happened to
+agree do not pretend to be thirty. A hierarchical bootstrap over rounds is kept as the
+floor of that interval, and as the only interval a single process can have (marked as such).
 
-Processes that disagree by more than ``UNSTABLE`` are flagged, pyperf-style, and their modes
-(clusters of process medians) are reported rather than averaged away.
+The gate's tests are t-tests on the logarithms of per-process figures: paired (A/B in one
+job: process i of the base ran beside process i of the head) or Welch's (a run against a
+stored baseline). Processes that disagree by more than ``UNSTABLE`` are flagged,
+pyperf-style, and their modes (clusters of process medians) are reported rather than
+averaged away.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats as scipy_stats
 
 UNSTABLE = 0.10  # process medians further apart than this (max/min - 1) flag a figure unstable
 CONFIDENCE = 0.95
 RESAMPLES = 2000
+MEDIAN_EFFICIENCY = math.sqrt(math.pi / 2)  # sd of a normal sample's median over its mean's
 
 Samples = Sequence[Sequence[float]]  # per process, the values of its rounds
 
@@ -92,15 +101,38 @@ def _boot_centers(samples: list[np.ndarray], rng: np.random.Generator,
     return np.median(inner[picks, draws], axis=1)
 
 
+def t_quantile(confidence: float, df: float) -> float:
+    """Two-sided Student-t quantile: the half-width of a ``confidence`` interval in units
+    of the standard error, with ``df`` degrees of freedom."""
+    return float(scipy_stats.t.ppf(1 - (1 - confidence) / 2, df))
+
+
+def predicted(center_log: float, logs: np.ndarray, confidence: float,
+              efficiency: float = 1.0) -> tuple[float, float] | None:
+    """Where a repeat run's figure (``len(logs)`` processes, same estimator) will fall: a
+    Student-t prediction interval on the log scale, ``t * s * sqrt(2/n)``, times the
+    estimator's efficiency (``MEDIAN_EFFICIENCY`` for a median). None below two processes."""
+    n = len(logs)
+    if n < 2:
+        return None
+    half = t_quantile(confidence, n - 1) * float(np.std(logs, ddof=1)) * math.sqrt(2 / n)
+    half *= efficiency
+    return math.exp(center_log - half), math.exp(center_log + half)
+
+
 def estimate(samples: Samples, *, seed: int = 0, resamples: int = RESAMPLES,
              confidence: float = CONFIDENCE) -> Estimate:
-    """The figure, its bootstrap interval, spread and modes of per-process samples."""
+    """The figure (median of process medians), the interval a repeat run's figure will fall
+    in (see ``predicted``; never narrower than the rounds' bootstrap), spread and modes."""
     clean = _clean(samples)
     medians = [float(np.median(s)) for s in clean]
+    value = float(statistics.median(medians))
     boot = _boot_centers(clean, np.random.default_rng(seed), resamples)
     tail = (1 - confidence) / 2
     low, high = (float(q) for q in np.quantile(boot, [tail, 1 - tail]))
-    value = float(statistics.median(medians))
+    wide = predicted(math.log(value), np.log(medians), confidence, MEDIAN_EFFICIENCY)
+    if wide is not None:
+        low, high = min(low, wide[0]), max(high, wide[1])
     return Estimate(value, min(low, value), max(high, value), len(clean),
                     sum(len(s) for s in clean), max(medians) / min(medians) - 1,
                     modes(medians))
@@ -108,13 +140,19 @@ def estimate(samples: Samples, *, seed: int = 0, resamples: int = RESAMPLES,
 
 @dataclass(frozen=True)
 class Ratio:
-    """``current / baseline`` with its interval and a one-sided p-value for "slower"."""
+    """``current / baseline``: the figure, a confidence interval for it (``low``, ``high``),
+    the interval a repeat run's figure will fall in (``next_low``, ``next_high``), and
+    one-sided p-values for "slower" and "faster". ``pairs`` is the number of process pairs
+    (paired) or the smaller side's process count (independent) behind it."""
 
     value: float
     low: float
     high: float
     p_slower: float
     p_faster: float
+    next_low: float = 0.0
+    next_high: float = math.inf
+    pairs: int = 0
 
     @property
     def change(self) -> float:
@@ -123,35 +161,73 @@ class Ratio:
 
 def ratio(baseline: Samples, current: Samples, *, seed: int = 0, resamples: int = RESAMPLES,
           confidence: float = CONFIDENCE) -> Ratio:
-    """Independent samples (two runs, each its own processes): ratio of the centres, with
-    both bootstrap distributions drawn independently."""
+    """Independent samples (two runs, each its own processes): Welch's t-test on the logs of
+    the process medians, the ratio being that of their geometric means. Below two processes
+    a side, a bootstrap over rounds (which cannot see between-process spread; the gate says
+    how many processes stood behind a verdict)."""
     base, cur = _clean(baseline), _clean(current)
-    rng = np.random.default_rng(seed)
-    boot = _boot_centers(cur, rng, resamples) / _boot_centers(base, rng, resamples)
-    return _ratio_from(center(current) / center(baseline), boot, confidence)
+    lb = np.log([np.median(b) for b in base])
+    lc = np.log([np.median(c) for c in cur])
+    if len(base) < 2 or len(cur) < 2:
+        rng = np.random.default_rng(seed)
+        boot = _boot_centers(cur, rng, resamples) / _boot_centers(base, rng, resamples)
+        return _boot_ratio(center(current) / center(baseline), boot, confidence,
+                           min(len(base), len(cur)))
+    vb, vc = np.var(lb, ddof=1) / len(lb), np.var(lc, ddof=1) / len(lc)
+    se = math.sqrt(vb + vc)
+    df = float((vb + vc) ** 2 / (vb**2 / (len(lb) - 1) + vc**2 / (len(lc) - 1))) if se else 1.0
+    return _t_ratio(float(lc.mean() - lb.mean()), se, max(df, 1.0), confidence,
+                    min(len(lb), len(lc)))
 
 
 def paired_ratio(baseline: Samples, current: Samples, *, seed: int = 0,
                  resamples: int = RESAMPLES, confidence: float = CONFIDENCE) -> Ratio:
-    """Paired samples (A/B interleaved in one job): process i of the baseline ran beside
-    process i of the current, so the unit of resampling is the pair, and each pair
-    contributes the ratio of its two medians. Slow periods of the host cancel in the pair."""
+    """Paired samples (A/B interleaved in one job, or two cases of one session): process i
+    of the baseline ran beside process i of the current, so each pair contributes the log of
+    the ratio of its two medians and slow periods of the host cancel in the pair. A paired
+    t-test on those logs; one pair alone judges nothing (p-values of 1)."""
     base, cur = _clean(baseline), _clean(current)
     if len(base) != len(cur):
         raise ValueError(f"paired samples need as many baseline processes as current ones "
                          f"({len(base)} != {len(cur)})")
     logs = np.log([np.median(c) / np.median(b) for b, c in zip(base, cur, strict=True)])
-    rng = np.random.default_rng(seed)
-    picks = rng.integers(0, len(logs), size=(resamples, len(logs)))
-    boot = np.exp(np.median(logs[picks], axis=1))
-    return _ratio_from(float(np.exp(np.median(logs))), boot, confidence)
+    if len(logs) < 2:
+        rng = np.random.default_rng(seed)
+        boot = _boot_centers(cur, rng, resamples) / _boot_centers(base, rng, resamples)
+        found = _boot_ratio(float(np.exp(logs[0])), boot, confidence, 1)
+        return Ratio(found.value, found.low, found.high, 1.0, 1.0, found.next_low,
+                     found.next_high, 1)
+    se = float(np.std(logs, ddof=1)) / math.sqrt(len(logs))
+    # the figure is the median pair (one odd process, such as a session's first, which
+    # runs while the host is still settling, does not move it); the test is on the mean
+    return _t_ratio(float(logs.mean()), se, len(logs) - 1, confidence, len(logs),
+                    center=float(np.median(logs)), efficiency=MEDIAN_EFFICIENCY)
 
 
-def _ratio_from(value: float, boot: np.ndarray, confidence: float) -> Ratio:
+def _t_ratio(diff: float, se: float, df: float, confidence: float, pairs: int,
+             center: float | None = None, efficiency: float = 1.0) -> Ratio:
+    """A Ratio from a difference of logs and its standard error, Student-t with ``df``:
+    the p-values test ``diff``; the figure is ``center`` (default ``diff``), its intervals
+    ``efficiency`` times as wide as the mean's (a median's are wider)."""
+    q = t_quantile(confidence, df)
+    if se > 0:
+        p_slower = float(scipy_stats.t.sf(diff / se, df))
+        p_faster = float(scipy_stats.t.cdf(diff / se, df))
+    else:  # every process agreed exactly: the sign alone decides
+        p_slower, p_faster = (0.0 if diff > 0 else 1.0), (0.0 if diff < 0 else 1.0)
+    mid = diff if center is None else center
+    half = q * se * efficiency
+    nxt = half * math.sqrt(2)  # a repeat run has its own error as large again
+    return Ratio(math.exp(mid), math.exp(mid - half), math.exp(mid + half),
+                 p_slower, p_faster, math.exp(mid - nxt), math.exp(mid + nxt), pairs)
+
+
+def _boot_ratio(value: float, boot: np.ndarray, confidence: float, pairs: int) -> Ratio:
     tail = (1 - confidence) / 2
     low, high = (float(q) for q in np.quantile(boot, [tail, 1 - tail]))
     # one-sided p-values from the bootstrap distribution, never exactly 0
     floor = 1 / (len(boot) + 1)
     p_slower = max(float(np.mean(boot <= 1.0)), floor)
     p_faster = max(float(np.mean(boot >= 1.0)), floor)
-    return Ratio(value, min(low, value), max(high, value), p_slower, p_faster)
+    low, high = min(low, value), max(high, value)
+    return Ratio(value, low, high, p_slower, p_faster, low, high, pairs)

@@ -69,7 +69,7 @@ def build(case):
     return Trainer(case)
 """
 
-ARGS = ("-p", "no:cacheprovider", "--mlbench-size=smoke", "--mlbench-processes=2",
+ARGS = ("-p", "no:cacheprovider", "--mlbench-size=smoke", "--mlbench-processes=3",
         "--benchmark-max-time=0.05")
 
 

@@ -54,9 +54,9 @@ def test_table_has_intervals_ratios_utilisation_and_counts() -> None:
     slow = Record(identity("numpy-eager"), "b", measure(2e-3, seed=1, rounds=12))
     lines = report.normalised_table([slow, fast])
     assert lines[0] == "mlp cpu fp32"
-    assert cols(lines[1]) == ["implementation", "step", "(ms)", "95%", "interval", "normalised",
-                              "95%", "interval", "GFLOP/s", "util", "compile", "(s)", "procs",
-                              "x", "rounds"]
+    assert cols(lines[1]) == ["implementation", "step", "(ms)", "next", "run", "95%",
+                              "normalised", "next", "run", "95%", "GFLOP/s", "util", "compile",
+                              "(s)", "procs", "x", "rounds"]
     jax, numpy = lines[2].split(), lines[3].split()
     assert jax[0] == "jax-jit" and float(jax[1]) == pytest.approx(1.0, rel=0.05)
     assert jax[4:6] == ["1.00", "reference"] and jax[6:9] == ["1.00", "25%", "0.250"]
@@ -188,14 +188,14 @@ def test_without_matplotlib_tables_print_and_charts_are_skipped(
 
 BLOCKED = """
 import sys
-sys.modules.update({"scipy": None, "matplotlib": None})  # the base install: no report extra
+sys.modules.update({"matplotlib": None})  # the base install: no report extra
 from pytest_mlbench import cli
 sys.exit(cli.main(sys.argv[1:]))
 """
 
 
 def test_the_base_install_judges_and_prints_tables(files: dict[str, Path], tmp_path: Path) -> None:
-    """Without scipy and matplotlib: --compare judges (the bootstrap is NumPy), tables print,
+    """Without matplotlib: --compare judges (scipy.stats is a base dependency), tables print,
     and --plots says in one line which extra the charts need."""
     for args, status in ((["--compare", str(files["a"]), str(files["a"])], 0),
                          ([str(files["a"]), "--plots", str(tmp_path / "p")], 0)):

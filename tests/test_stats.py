@@ -72,3 +72,63 @@ def test_paired_ratio_of_unchanged_code_is_not_significant_either_way() -> None:
 def test_paired_ratio_needs_equal_process_counts() -> None:
     with pytest.raises(ValueError, match="as many baseline processes"):
         stats.paired_ratio([process(1e-3)], [process(1e-3), process(1e-3)])
+
+
+def run_of(processes: int, rng: np.random.Generator, sd: float = 0.10) -> list[list[float]]:
+    """One run: each process lands at its own level (log-normal, ``sd`` between processes)
+    and is tight within itself (1%), as on a shared host."""
+    return [process(1e-3 * float(np.exp(sd * rng.standard_normal())), rounds=20,
+                    seed=int(rng.integers(1 << 30))) for _ in range(processes)]
+
+
+@pytest.mark.parametrize("processes", [3, 5])
+def test_the_interval_holds_the_next_runs_figure(processes: int) -> None:
+    """What the table promises: a repeat run's figure falls in this run's interval 95% of
+    the time. Checked over 400 simulated pairs of runs with 10% between-process spread:
+    at least 90% hold. A bootstrap over three processes (the old interval) held far less."""
+    rng = np.random.default_rng(7)
+    held = 0
+    for _ in range(400):
+        one, two = stats.estimate(run_of(processes, rng)), stats.estimate(run_of(processes, rng))
+        held += one.low <= two.value <= one.high
+    assert held >= 0.90 * 400
+
+
+def test_the_ratio_interval_holds_the_next_runs_ratio() -> None:
+    rng = np.random.default_rng(11)
+    held = 0
+    for _ in range(400):
+        a, b = (stats.paired_ratio(run_of(5, rng), run_of(5, rng)) for _ in range(2))
+        held += a.next_low <= b.value <= a.next_high
+    assert held >= 0.90 * 400
+
+
+def test_two_pairs_cannot_reach_one_percent_and_five_consistent_pairs_do() -> None:
+    """A paired t-test on the logs: +20% in two pairs is not enough evidence at alpha 0.01
+    (one degree of freedom); +20% in five pairs with 5% scatter is."""
+    rng = np.random.default_rng(3)
+    levels = [float(np.exp(0.05 * rng.standard_normal())) for _ in range(5)]
+    base = [process(1e-3 * v, seed=i) for i, v in enumerate(levels)]
+    head = [process(1.2e-3 * v * float(np.exp(0.05 * rng.standard_normal())), seed=9 + i)
+            for i, v in enumerate(levels)]
+    assert stats.paired_ratio(base[:2], head[:2]).p_slower > 0.01
+    five = stats.paired_ratio(base, head)
+    assert five.p_slower < 0.01 and five.low > 1.0 and five.pairs == 5
+
+
+def test_one_wild_pair_among_unchanged_ones_is_not_a_slowdown() -> None:
+    """A neighbour stole a core during one of five pairs (+50% there, nothing elsewhere):
+    the paired test sees the scatter and does not call it significant."""
+    base = [process(1e-3, seed=i) for i in range(5)]
+    head = [process(1e-3 * f, seed=20 + i) for i, f in enumerate((1.5, 1.0, 1.0, 1.01, 0.99))]
+    found = stats.paired_ratio(base, head)
+    assert found.p_slower > 0.01
+
+
+def test_welch_ratio_between_runs_sees_process_spread() -> None:
+    rng = np.random.default_rng(5)
+    base, same = run_of(5, rng), run_of(5, rng)
+    slower = [[t * 1.5 for t in p] for p in run_of(5, rng)]
+    assert stats.ratio(base, same).p_slower > 0.01
+    found = stats.ratio(base, slower)
+    assert found.p_slower < 0.01 and found.low < 1.5 < found.high

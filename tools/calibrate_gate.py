@@ -29,6 +29,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from pytest_mlbench.options import DEFAULT_PROCESSES  # noqa: E402
+
 KEYWORD = "test_case and mlp- and not mlp_"  # the mlp group, not the layer-API mlp_layers
 
 
@@ -46,6 +50,7 @@ def command(args: argparse.Namespace, out: Path) -> list[str]:
     return [sys.executable, "-m", "pytest", "suites/test_workloads.py", "-q",
             "-p", "no:cacheprovider", "-k", args.keyword, f"--mlbench-size={args.size}",
             "--mlbench-workers=1", f"--mlbench-processes={args.processes}",
+            f"--mlbench-threads={args.threads}",
             f"--mlbench-ab=python:{sys.executable}", f"--benchmark-json={out}",
             f"--mlbench-gate-threshold={args.threshold}"]
 
@@ -98,13 +103,22 @@ def main() -> int:
     cli.add_argument("--runs", type=int, default=20)
     cli.add_argument("--slowdown", type=float, default=0.2)
     cli.add_argument("--busy", action="store_true", help="also the A/A phase with a busy core")
+    cli.add_argument("--phases", default="",
+                     help="comma list of phases to run instead (unchanged, slower, busy)")
     cli.add_argument("--threshold", default="10%")
-    cli.add_argument("--processes", type=int, default=3)
+    cli.add_argument("--processes", type=int, default=DEFAULT_PROCESSES)
+    cli.add_argument("--threads", default="1", help="compute threads (the main job's: 1)")
     cli.add_argument("--size", default="default")
     cli.add_argument("--keyword", default=KEYWORD)
     cli.add_argument("--json", type=Path, default=None, help="also write every trial here")
     args = cli.parse_args()
     phases = ["unchanged", "slower"] + (["busy"] if args.busy else [])
+    if args.phases:
+        phases = [p.strip() for p in args.phases.split(",") if p.strip()]
+        unknown = set(phases) - {"unchanged", "slower", "busy"}
+        if unknown:
+            cli.error(f"unknown phase(s) {', '.join(sorted(unknown))}; choose from unchanged, "
+                      "slower, busy")
     trials = []
     with tempfile.TemporaryDirectory(prefix="mlbench-calib-") as tmp:
         for phase in phases:
@@ -116,8 +130,8 @@ def main() -> int:
     if args.json:
         args.json.write_text(json.dumps([asdict(t) for t in trials], indent=1))
     print(f"`python tools/calibrate_gate.py --runs {args.runs} --slowdown {args.slowdown}"
-          f"{' --busy' if args.busy else ''}`, {args.processes} processes a side, threshold "
-          f"{args.threshold}\n")
+          f"{' --busy' if args.busy else ''}`, {args.processes} processes a side, "
+          f"{args.threads} thread(s), threshold {args.threshold}\n")
     for phase in phases:
         print("\n".join(summarise(trials, phase)))
     return 0

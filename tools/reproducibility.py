@@ -5,7 +5,7 @@
 Each run is a separate pytest session (``pytest suites <args> --benchmark-json=...``). For every
 comparison group, each implementation's step time normalised to one reference implementation
 (the fastest of the first run, fixed for all runs) is shown per run with its 95% interval,
-then the spread across runs (largest / smallest - 1) and whether every run's interval contains
+with the interval the run predicts for a repeat run, then the spread across runs (largest / smallest - 1) and whether every run's interval contains
 every other run's median. A figure holds when the spread is at most ``--limit`` and the
 intervals contain the other runs' medians.
 """
@@ -60,10 +60,10 @@ def group_rows(runs: list[dict[str, Record]], limit: float) -> tuple[list[list[s
                   for r, run in zip(found, runs, strict=True)]
         values = [q.value for q in ratios]
         spread = max(values) / min(values) - 1
-        contained = all(q.low <= v <= q.high for q in ratios for v in values)
+        contained = all(q.next_low <= v <= q.next_high for q in ratios for v in values)
         ok = spread <= limit and contained
         failing += not ok
-        cells = [f"{q.value:.2f} {tables.interval(q.low, q.high, '.2f')}" for q in ratios]
+        cells = [f"{q.value:.2f} {tables.interval(q.next_low, q.next_high, '.2f')}" for q in ratios]
         rows.append([impl, *cells, f"{spread:.1%}",
                      ("holds" if ok else "DOES NOT HOLD") + ("" if contained else
                                                             " (interval misses a median)")])
@@ -86,7 +86,7 @@ def main() -> int:
             took = session(args.pytest_args, path)
             print(f"run {i + 1}/{args.runs}: {took:.0f} s", file=sys.stderr, flush=True)
         runs = [records(p) for p in paths]
-    header = ["implementation", *(f"run {i + 1}: ratio [95%]" for i in range(args.runs)),
+    header = ["implementation", *(f"run {i + 1}: ratio [next run 95%]" for i in range(args.runs)),
               "spread", f"within {args.limit:.0%} and intervals"]
     total = 0
     for group in runs[0]:

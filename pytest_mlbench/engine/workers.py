@@ -63,8 +63,13 @@ class FrameworkPool:
     info: list[dict[str, Any]] = field(default_factory=list)
 
     def start(self) -> None:
+        self.spawn()
+        self.started()
+
+    def spawn(self) -> None:
+        """Start the processes (see Pool.spawn); ``started`` waits for them."""
         world, env, cores, dp = self._layout()
-        threads = self.threads if world == 1 else max(1, self.threads // world)
+        threads = self.per_worker_threads(world)
         config = {"framework": self.key.framework,
                   "registry": {self.key.framework: self.registry_entry},
                   "threads": threads, "affinity": self.affinity,
@@ -73,8 +78,21 @@ class FrameworkPool:
         spec = WorkerSpec(TARGET, world, config, env, self.side.python, self.side.path, cores)
         self.pool = Pool(spec, start_timeout=START_TIMEOUT_S, timeout=CALL_TIMEOUT_S,
                          failed=lambda reply: isinstance(reply, dict) and "ok" not in reply)
-        self.pool.start()
+        self.pool.spawn()
+
+    def started(self) -> None:
+        assert self.pool is not None
+        self.pool.started()
         self.info = self.pool.call("info")
+
+    def per_worker_threads(self, world: int) -> int:
+        """``--mlbench-threads`` for one device; shared between the ranks of a data-parallel
+        pool (one each at least); at least one per device in a process that owns several."""
+        if self.key.workers == 1:
+            return self.threads
+        if world == 1:
+            return max(self.threads, self.key.workers)
+        return max(1, self.threads // world)
 
     def _layout(self) -> tuple[int, dict[str, str], list[list[int]], dict[str, Any]]:
         """Ranks, environment, cores per rank and data-parallel settings of this pool."""
@@ -87,7 +105,7 @@ class FrameworkPool:
             flags = os.environ.get("XLA_FLAGS", "")
             return 1, {"XLA_FLAGS": f"{flags} --xla_force_host_platform_device_count={n}".strip(),
                        "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "") or "cpu"}, \
-                [mine], {"workers": n}
+                [available[:self.per_worker_threads(1)]], {"workers": n}
         per = _split(mine, n)
         return n, {"GLOO_SOCKET_IFNAME": "lo"}, per, {
             "workers": n, "init_method": f"tcp://127.0.0.1:{free_loopback_port()}",
@@ -129,9 +147,9 @@ class FrameworkPool:
         if self.pool is not None:
             self.pool.pause()
 
-    def close(self) -> None:
+    def close(self, kill: bool = False) -> None:
         if self.pool is not None:
-            self.pool.close()
+            self.pool.close(kill)
             self.pool = None
 
 
