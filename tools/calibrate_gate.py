@@ -130,7 +130,8 @@ def main() -> int:
     if args.json:
         args.json.write_text(json.dumps([asdict(t) for t in trials], indent=1))
     print(f"`python tools/calibrate_gate.py --runs {args.runs} --slowdown {args.slowdown}"
-          f"{' --busy' if args.busy else ''}`, {args.processes} processes a side, "
+          f"{' --busy' if args.busy else ''}"
+          f"{f' --phases {args.phases}' if args.phases else ''}`, {args.processes} processes a side, "
           f"{args.threads} thread(s), threshold {args.threshold}\n")
     for phase in phases:
         print("\n".join(summarise(trials, phase)))

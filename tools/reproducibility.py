@@ -76,16 +76,26 @@ def main() -> int:
     cli.add_argument("--limit", type=float, default=0.10)
     cli.add_argument("--keep", type=Path, default=None,
                      help="write the runs' JSON here (run1.json, ...) instead of a temporary folder")
+    cli.add_argument("--read", type=Path, default=None,
+                     help="run nothing: judge the runs kept earlier in this folder (run1.json, "
+                          "run2.json, ...)")
     cli.add_argument("pytest_args", nargs="*")
     args = cli.parse_args()
-    with tempfile.TemporaryDirectory(prefix="mlbench-repro-") as tmp:
-        folder = args.keep or Path(tmp)
-        folder.mkdir(parents=True, exist_ok=True)
-        paths = [folder / f"run{i + 1}.json" for i in range(args.runs)]
-        for i, path in enumerate(paths):
-            took = session(args.pytest_args, path)
-            print(f"run {i + 1}/{args.runs}: {took:.0f} s", file=sys.stderr, flush=True)
+    if args.read:
+        paths = sorted(args.read.glob("run*.json"), key=lambda p: int(p.stem[3:] or 0))
+        if len(paths) < 2:
+            cli.error(f"{args.read}: fewer than two run*.json files to compare")
+        args.runs = len(paths)
         runs = [records(p) for p in paths]
+    else:
+        with tempfile.TemporaryDirectory(prefix="mlbench-repro-") as tmp:
+            folder = args.keep or Path(tmp)
+            folder.mkdir(parents=True, exist_ok=True)
+            paths = [folder / f"run{i + 1}.json" for i in range(args.runs)]
+            for i, path in enumerate(paths):
+                took = session(args.pytest_args, path)
+                print(f"run {i + 1}/{args.runs}: {took:.0f} s", file=sys.stderr, flush=True)
+            runs = [records(p) for p in paths]
     header = ["implementation", *(f"run {i + 1}: ratio [next run 95%]" for i in range(args.runs)),
               "spread", f"within {args.limit:.0%} and intervals"]
     total = 0
