@@ -213,11 +213,14 @@ class Campaign:
             raise KeyboardInterrupt("the campaign was cancelled")
         if pool is None or pool.pool is None:
             self._pause_all()
-            pool = FrameworkPool(key, self.registry[cid.framework], self.plan.threads,
-                                 self.plan.affinity, self.caches, side=side)
+            pool = self._new_pool(key, side)
             pool.start()
             self.pools[key] = pool
         return pool
+
+    def _new_pool(self, key: PoolKey, side: Side) -> FrameworkPool:
+        return FrameworkPool(key, self.registry[key.framework], self.plan.threads,
+                             self.plan.affinity, self.caches, side=side)
 
     def _start_pools(self) -> None:
         """Start every pool this pass will use at once (nothing is timed yet, and importing
@@ -231,9 +234,7 @@ class Campaign:
                     cid.framework, cid.variant, cid.device, cid.precision, cid.task.label):
                 wanted.setdefault(PoolKey(cid.framework, cid.workers, state.lane.side.name),
                                   state)
-        fresh = [FrameworkPool(key, self.registry[key.framework], self.plan.threads,
-                               self.plan.affinity, self.caches, side=state.lane.side)
-                 for key, state in wanted.items()
+        fresh = [self._new_pool(key, state.lane.side) for key, state in wanted.items()
                  if key not in self.pools or self.pools[key].pool is None]
         if len(fresh) < 2 or self.cancelled:
             return

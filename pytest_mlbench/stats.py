@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import stats as scipy_stats
@@ -169,10 +169,8 @@ def ratio(baseline: Samples, current: Samples, *, seed: int = 0, resamples: int 
     lb = np.log([np.median(b) for b in base])
     lc = np.log([np.median(c) for c in cur])
     if len(base) < 2 or len(cur) < 2:
-        rng = np.random.default_rng(seed)
-        boot = _boot_centers(cur, rng, resamples) / _boot_centers(base, rng, resamples)
-        return _boot_ratio(center(current) / center(baseline), boot, confidence,
-                           min(len(base), len(cur)))
+        return _rounds_ratio(base, cur, center(current) / center(baseline), seed, resamples,
+                             confidence)
     vb, vc = np.var(lb, ddof=1) / len(lb), np.var(lc, ddof=1) / len(lc)
     se = math.sqrt(vb + vc)
     df = float((vb + vc) ** 2 / (vb**2 / (len(lb) - 1) + vc**2 / (len(lc) - 1))) if se else 1.0
@@ -192,11 +190,8 @@ def paired_ratio(baseline: Samples, current: Samples, *, seed: int = 0,
                          f"({len(base)} != {len(cur)})")
     logs = np.log([np.median(c) / np.median(b) for b, c in zip(base, cur, strict=True)])
     if len(logs) < 2:
-        rng = np.random.default_rng(seed)
-        boot = _boot_centers(cur, rng, resamples) / _boot_centers(base, rng, resamples)
-        found = _boot_ratio(float(np.exp(logs[0])), boot, confidence, 1)
-        return Ratio(found.value, found.low, found.high, 1.0, 1.0, found.next_low,
-                     found.next_high, 1)
+        found = _rounds_ratio(base, cur, float(np.exp(logs[0])), seed, resamples, confidence)
+        return replace(found, p_slower=1.0, p_faster=1.0)
     se = float(np.std(logs, ddof=1)) / math.sqrt(len(logs))
     # the figure is the median pair (one odd process, such as a session's first, which
     # runs while the host is still settling, does not move it); the test is on the mean
@@ -222,7 +217,11 @@ def _t_ratio(diff: float, se: float, df: float, confidence: float, pairs: int,
                  p_slower, p_faster, math.exp(mid - nxt), math.exp(mid + nxt), pairs)
 
 
-def _boot_ratio(value: float, boot: np.ndarray, confidence: float, pairs: int) -> Ratio:
+def _rounds_ratio(base: list[np.ndarray], cur: list[np.ndarray], value: float, seed: int,
+                  resamples: int, confidence: float) -> Ratio:
+    """Below two processes a side: a bootstrap over rounds, blind to between-process spread."""
+    rng = np.random.default_rng(seed)
+    boot = _boot_centers(cur, rng, resamples) / _boot_centers(base, rng, resamples)
     tail = (1 - confidence) / 2
     low, high = (float(q) for q in np.quantile(boot, [tail, 1 - tail]))
     # one-sided p-values from the bootstrap distribution, never exactly 0
@@ -230,4 +229,4 @@ def _boot_ratio(value: float, boot: np.ndarray, confidence: float, pairs: int) -
     p_slower = max(float(np.mean(boot <= 1.0)), floor)
     p_faster = max(float(np.mean(boot >= 1.0)), floor)
     low, high = min(low, value), max(high, value)
-    return Ratio(value, low, high, p_slower, p_faster, low, high, pairs)
+    return Ratio(value, low, high, p_slower, p_faster, low, high, min(len(base), len(cur)))

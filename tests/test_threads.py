@@ -92,3 +92,24 @@ def test_a_computing_caller_keeps_its_core_and_the_pool_takes_the_next() -> None
 
 def test_nothing_busy_pins_nothing() -> None:
     assert threads.pin({})["pinned"] is False
+
+
+@pytest.mark.parametrize(("framework", "workers", "world", "threads", "expected"), [
+    ("numpy", 1, 1, 2, 2),   # one device: --mlbench-threads
+    ("torch", 2, 2, 2, 1),   # two ranks share the threads
+    ("torch", 2, 2, 1, 1),   # at least one each
+    ("jax", 2, 1, 1, 2),     # one process owning two devices: a thread per device
+    ("jax", 2, 1, 4, 4),
+])
+def test_threads_per_worker_follow_the_pool_layout(framework: str, workers: int, world: int,
+                                                   threads: int, expected: int) -> None:
+    from pytest_mlbench.engine.workers import FrameworkPool, PoolKey
+    pool = FrameworkPool(PoolKey(framework, workers), "x", threads, "off", "")
+    assert pool.per_worker_threads(world) == expected
+
+
+def test_a_worker_with_fewer_threads_than_its_pool_expects_fails() -> None:
+    """The rule above is what prepare checks: XLA's pool of 1 where two devices need 2."""
+    from pytest_mlbench.checks import assert_threads
+    with pytest.raises(AssertionError, match="xla_cpu_pool=1"):
+        assert_threads({"xla_cpu_pool": 1}, 2, where="jax jit (mlp-jax-jit-w2)")

@@ -266,14 +266,13 @@ class Pool:
             for proc in self._procs:
                 if proc.poll() is None:
                     proc.kill()
-            self._failed = True  # nothing is left to wait for
         self.resume()
         for conn in self._conns:
             try:
                 conn.send(("stop", None))
             except (BrokenPipeError, OSError):
                 pass  # already dead: terminate/wait below still collects it
-        deadline = time.monotonic() + (0.0 if self._failed else self.stop_grace)
+        deadline = time.monotonic() + (0.0 if self._failed or kill else self.stop_grace)
         for proc in self._procs:
             try:
                 proc.wait(max(deadline - time.monotonic(), 0.0))
