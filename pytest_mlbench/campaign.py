@@ -2,19 +2,27 @@
 
 Variance lives between processes, so each case is sampled in ``processes`` passes, each pass
 with fresh workers (one framework per process: frameworks' thread pools never share a timed
-process). Within a pass, cases are taken comparison group by comparison group; a group's cases
-are built and checked one at a time (compile time is measured on a quiet machine), then their
-timed rounds are interleaved in cycles, in a shuffled (seeded) order, each turn with every
-other worker stopped (SIGSTOP), so a slow period of the host falls on every implementation
-alike instead of on whichever ran then. Compile time is the first pass's; later passes use
-the frameworks' compile caches where they have them.
+process). A pass alternates two kinds of phase, comparison group by comparison group:
+
+- **untimed** (``untimed.UntimedJobs``, one job per core at once, never two on one worker):
+  the previous group's audits and checks after timing, and this group's building, compiling
+  and checks before timing. Nothing is timed, so the cores may be shared;
+- **timed**, alone: the matmul peaks, then the group's timed rounds interleaved in cycles, in
+  a shuffled (seeded) order, each turn with every other worker stopped (SIGSTOP) and on the
+  case's own cores, so a slow period of the host falls on every implementation alike instead
+  of on whichever ran then.
+
+The first pass is the full one (pipeline.py): every check, the cold compile time (the
+compile caches start empty), the first call and the peak memory. Later passes use the
+frameworks' compile caches and repeat only the checks a fresh process needs; every pass's
+timed rounds are audited.
 
 An A/B session has two lanes, the base revision's cases and this one's: their workers live
 side by side, a case's base and head turns follow each other (ABAB, the order alternating by
 cycle), and pass i of the base pairs with pass i of the head.
 
-Each pass also measures the machine's matrix-multiply peak per framework and dtype in use; the
-best is the session's peak, against which every case's GFLOP/s is judged plausible.
+A session that times nothing (``--benchmark-disable``) has one untimed phase: every case is
+built, checked, run once (audited) and checked again, one job per core at once.
 """
 
 from __future__ import annotations
@@ -22,15 +30,18 @@ from __future__ import annotations
 import math
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from pytest_mlbench import data, verify
 from pytest_mlbench.case import CaseId
 from pytest_mlbench.catalogue import Catalogue
 from pytest_mlbench.checks import assert_plausible, tolerances
+from pytest_mlbench.engine import threads as threading_
 from pytest_mlbench.engine.launcher import WorkerError
 from pytest_mlbench.engine.workers import (
     CaseError,
@@ -44,12 +55,14 @@ from pytest_mlbench.errors import Unavailable, Unsupported
 from pytest_mlbench.pipeline import TURN_WARMUP, CaseRun
 from pytest_mlbench.precision import POLICIES
 from pytest_mlbench.record import Identity, Measure, Record
-from pytest_mlbench.reference import OracleService, Reference
+from pytest_mlbench.reference import OracleService, Reference, one_blas_thread
+from pytest_mlbench.untimed import Job, UntimedJobs
 
 # interleaving cycles per pass: each case takes a turn in every cycle (up to its rounds / 2,
 # so that a turn records at least two rounds after its dropped one); even, so that the two
 # sides of an A/B pair go first equally often (ABAB..., then BABA...)
 CYCLES = 10
+MIN_ROUNDS_PER_PROCESS = 3
 LONG_S = 10.0  # a case whose timing is expected to take longer says so as it starts
 PLAUSIBLE_MARGIN = 0.25  # GFLOP/s above the session's measured peak by more than this fails
 
@@ -65,7 +78,7 @@ class Plan:
     seed: int
     size: str
     max_time: float  # seconds of timed rounds per case, over all passes
-    min_rounds: int  # per pass
+    min_rounds: int  # recorded rounds per case, over all passes
 
 
 @dataclass(frozen=True)
@@ -97,6 +110,7 @@ class CaseState:
     first_call_s: float | None = None
     checks: dict[str, Any] = field(default_factory=dict)
     environment: dict[str, Any] = field(default_factory=dict)
+    faults: list[float] = field(default_factory=list)  # page faults per timed step, per pass
     digest: str = ""
     outcome: Outcome | None = None  # set when it failed or skipped
 
@@ -126,9 +140,12 @@ class Campaign:
         self.contexts: dict[str, verify.Context] = {}
         self.peaks: dict[str, float] = {}
         self.pools: dict[PoolKey, FrameworkPool] = {}
-        self.checked_peaks: set[tuple[PoolKey, str]] = set()
+        self.peaked: set[tuple[int, PoolKey, str]] = set()
         self.caches = ""
         self.cancelled = False
+        # untimed jobs side by side, one per core of the session (they share nothing but
+        # the oracle, which serialises its own calls)
+        self.untimed = UntimedJobs(len(threading_.cores()), interrupt=self.cancel)
 
     # -- the whole campaign ---------------------------------------------------------------------
 
@@ -138,44 +155,107 @@ class Campaign:
         passes = self.plan.processes if self.plan.timing else 1
         self.caches = tempfile.mkdtemp(prefix="mlbench-caches-")
         try:
-            for p in range(passes):
-                self._pass(p, passes, started)
+            # the parent's own NumPy (references, audits) on one BLAS thread for the whole
+            # campaign: it never leaves spinning threads on a core, and threads share it
+            with one_blas_thread():
+                for p in range(passes):
+                    if self.plan.timing:
+                        self._pass(p, passes, started)
+                    else:
+                        self._check_only(started)
         finally:
             self._close_pools()
             self.oracle.close()
+            self.untimed.close()  # after the workers its threads may have started
             shutil.rmtree(self.caches, ignore_errors=True)
         return {key: self._outcome(state) for key, state in self.states.items()}
 
     def _pass(self, p: int, passes: int, started: float) -> None:
-        done = p * len(self._groups())
+        """One pass: per group an untimed phase (the previous group's finish, this group's
+        prepare) and a timed phase."""
         self._start_pools()
+        done = p * len(self._groups())
+        timed: list[CaseRun] = []  # the group timed last, still to be finished
+        last: tuple[str, float] | None = None
         for group, states in self._groups():
-            alive = [s for s in states if s.alive]
             if self.cancelled:
                 raise KeyboardInterrupt("the campaign was cancelled")
-            if not alive:
-                continue
+            alive = [s for s in states if s.alive]
             begun = time.monotonic()
-            runs = [run for run in (self._prepare(s, p) for s in alive) if run is not None]
+            runs = self._untimed_phase(timed, alive, p)
+            if last is not None:
+                done += 1
+                self._report(p, passes, last, len(timed), started, done)
+            timed, last = runs, (group, begun)
             self._announce(runs, p, passes)
-            if self.plan.timing and runs:
-                self._measure_peaks(runs)
+            if runs:
+                self._measure_peaks(runs, p)
                 self._interleave(runs, p)
-            else:  # nothing is timed, but the timed path still runs once, audited
-                for run in runs:
-                    run.audits = {1}
-                    self._turn(run, 1, 0, discard=0)
-            for run in runs:
-                self._finish(run, p)
-            done += 1
-            self.progress(f"mlbench [process {p + 1}/{passes}] {group}: {len(runs)} case(s) "
-                          f"checked{' and timed' if self.plan.timing else ''} in "
-                          f"{time.monotonic() - begun:.1f} s; {self._eta(started, done, p)}")
+        self._untimed_phase(timed, [], p)
+        if last is not None:
+            self._report(p, passes, last, len(timed), started, done + 1)
         self._close_pools()
 
+    def _untimed_phase(self, finish: Sequence[CaseRun], prepare: Sequence[CaseState],
+                       p: int) -> list[CaseRun]:
+        """Finish ``finish`` and prepare ``prepare``, side by side; the prepared runs."""
+        for state in prepare:  # contexts (seeded data) before the jobs: they share them
+            self._context_or_fail(state)
+        prepared: dict[str, CaseRun] = {}
+
+        def prepare_one(state: CaseState, key: PoolKey) -> None:
+            run = self._prepare(state, p, key)
+            if run is not None:
+                prepared[state.key] = run
+
+        jobs = [Job((run.pool.key,), partial(self._finish_on, run, p)) for run in finish]
+        jobs += [Job((self._pool_key(s),), partial(prepare_one, s)) for s in prepare if s.alive]
+        self.untimed.run(jobs)
+        return [prepared[s.key] for s in prepare if s.key in prepared]
+
+    def _check_only(self, started: float) -> None:
+        """Nothing is timed: each case is one untimed job (prepare, one audited turn,
+        finish), one job per core at once, across groups."""
+        self._start_pools()
+        for state in self.states.values():
+            self._context_or_fail(state)
+        groups = self._groups()
+        left = {group: sum(s.alive for s in states) for group, states in groups}
+        begun: dict[str, float] = {}
+        lock = threading.Lock()  # the jobs' threads count down together
+
+        def one(state: CaseState, key: PoolKey) -> None:
+            if self.cancelled:
+                raise KeyboardInterrupt("the campaign was cancelled")
+            group = state.cid.group
+            with lock:
+                begun.setdefault(group, time.monotonic())
+            run = self._prepare(state, 0, key)
+            if run is not None:
+                run.audits = {1}
+                self._turn(run, 1, 0, discard=0, alone=False)
+                self._finish(run, 0)
+            with lock:
+                left[group] -= 1
+                if left[group]:
+                    return
+                done = sum(1 for n in left.values() if not n)
+            self._report(0, 1, (group, begun[group]), 0, started, done, timed=False)
+
+        self.untimed.run([Job(self._slots(s), partial(one, s))
+                          for _, states in groups for s in states if s.alive])
+        self._close_pools()
+
+    def _report(self, p: int, passes: int, group: tuple[str, float], count: int,
+                started: float, done: int, timed: bool = True) -> None:
+        name, begun = group
+        what = f"{count} case(s) checked and timed" if timed else "checked"
+        self.progress(f"mlbench [process {p + 1}/{passes}] {name}: {what} in "
+                      f"{time.monotonic() - begun:.1f} s; {self._eta(started, done, p)}")
+
     def cancel(self) -> None:
-        """From another thread (Ctrl-C in a session running several check-only campaigns):
-        stop at the next group, and end the workers now so that a call in flight returns."""
+        """From another thread, or on Ctrl-C: stop at the next group, and end the workers now
+        so that a call in flight returns."""
         self.cancelled = True
         for pool in list(self.pools.values()):
             pool.close()
@@ -205,36 +285,58 @@ class Campaign:
 
     # -- pools ----------------------------------------------------------------------------------
 
-    def _pool(self, state: CaseState, p: int) -> FrameworkPool:
-        cid, side = state.cid, state.lane.side
-        key = PoolKey(cid.framework, cid.workers, side.name)
-        pool = self.pools.get(key)
+    @staticmethod
+    def _pool_key(state: CaseState, slot: int = 0) -> PoolKey:
+        cid = state.cid
+        return PoolKey(cid.framework, cid.workers, state.lane.side.name, slot)
+
+    def _slots(self, state: CaseState) -> tuple[PoolKey, ...]:
+        """The pools a case may run on. A session that times nothing keeps a pool of each
+        framework per core, so that one framework's compilations (torch.compile's of every
+        workload) need not wait for each other; a timed pass has one pool a framework."""
+        slots = 1 if self.plan.timing else self.untimed.width
+        return tuple(self._pool_key(state, slot) for slot in range(slots))
+
+    def _finish_on(self, run: CaseRun, p: int, key: PoolKey) -> None:
+        self._finish(run, p)
+
+    def _pool(self, state: CaseState, key: PoolKey) -> FrameworkPool:
+        """The case's pool, started now if the pass start left it out (or it died). Called
+        by one job at a time per pool key (UntimedJobs)."""
         if self.cancelled:
             raise KeyboardInterrupt("the campaign was cancelled")
+        pool = self.pools.get(key)
         if pool is None or pool.pool is None:
-            self._pause_all()
-            pool = self._new_pool(key, side)
+            pool = self._new_pool(key, state.lane.side, self._compiled(key))
             pool.start()
             self.pools[key] = pool
         return pool
 
-    def _new_pool(self, key: PoolKey, side: Side) -> FrameworkPool:
+    def _new_pool(self, key: PoolKey, side: Side, compiler: bool) -> FrameworkPool:
         return FrameworkPool(key, self.registry[key.framework], self.plan.threads,
-                             self.plan.affinity, self.caches, side=side)
+                             self.plan.affinity, self.caches, side=side, compiler=compiler)
+
+    def _compiled(self, key: PoolKey) -> bool:
+        """Does any live case of this pool use a compiler (anything but eager)?"""
+        return any(s.cid.variant != "eager" for s in self.states.values()
+                   if s.alive and key in self._slots(s))
 
     def _start_pools(self) -> None:
         """Start every pool this pass will use at once (nothing is timed yet, and importing
-        TensorFlow or warming inductor up is seconds of CPU each: the cores share it), then
-        stop them all. A pool that fails to start is left out: its cases meet the failure
-        again, and report it, when they ask for it."""
-        wanted: dict[PoolKey, CaseState] = {}
+        TensorFlow or warming inductor up is seconds of CPU each: the cores share it). A pool
+        that fails to start is left out: its cases meet the failure again, and report it,
+        when they ask for it."""
+        cases: dict[PoolKey, list[CaseState]] = {}
         for state in self.states.values():
             cid = state.cid
             if state.alive and not cid.workload.unsupported_reason(
                     cid.framework, cid.variant, cid.device, cid.precision, cid.task.label):
-                wanted.setdefault(PoolKey(cid.framework, cid.workers, state.lane.side.name),
-                                  state)
-        fresh = [self._new_pool(key, state.lane.side) for key, state in wanted.items()
+                for key in self._slots(state):
+                    cases.setdefault(key, []).append(state)
+        # a second slot only where a framework has more than one case to share out
+        wanted = {key: found[0] for key, found in cases.items() if len(found) > key.slot}
+        fresh = [self._new_pool(key, state.lane.side, self._compiled(key))
+                 for key, state in wanted.items()
                  if key not in self.pools or self.pools[key].pool is None]
         if len(fresh) < 2 or self.cancelled:
             return
@@ -251,7 +353,6 @@ class Campaign:
             except Exception:  # noqa: BLE001 - as above
                 pool.close(kill=True)
                 continue
-            pool.pause()
             self.pools[pool.key] = pool
 
     def _activate(self, pool: FrameworkPool) -> None:
@@ -259,11 +360,6 @@ class Campaign:
         for other in self.pools.values():
             if other is not pool:
                 other.pause()
-        self.oracle.pause()
-
-    def _pause_all(self) -> None:
-        for pool in self.pools.values():
-            pool.pause()
         self.oracle.pause()
 
     def _close_pools(self) -> None:
@@ -291,9 +387,20 @@ class Campaign:
                 cid, self.references[ref_key], policy,
                 tolerances(cid.precision, cid.workload.tolerances), inputs, params,
                 f"{cid.framework} {cid.variant} ({cid.name}){side}")
+            state.digest = data.digest(inputs, params)
         return self.contexts[state.key]
 
-    def _prepare(self, state: CaseState, p: int) -> CaseRun | None:
+    def _context_or_fail(self, state: CaseState) -> None:
+        """The case's context, made in the session's thread before its jobs run (the jobs
+        share the references); a case whose data cannot be made fails here."""
+        if not state.alive:
+            return
+        try:
+            self._context(state)
+        except BaseException as exc:  # noqa: BLE001 - recorded as the case's outcome
+            self._fail(state, exc)
+
+    def _prepare(self, state: CaseState, p: int, key: PoolKey) -> CaseRun | None:
         cid = state.cid
         run = None
         try:
@@ -303,20 +410,18 @@ class Campaign:
                 raise Unsupported(reason)
             ctx = self._context(state)
             self._verify_reference(ctx)
-            pool = self._pool(state, p)
-            self._activate(pool)
+            pool = self._pool(state, key)
             spec = cid.spec(state.lane.side.root or str(state.lane.catalogue.root),
                             self.plan.size, self.plan.seed)
-            run = CaseRun(ctx, pool, spec, cid.shape.steps_per_call)
+            run = CaseRun(ctx, pool, spec, cid.shape.steps_per_call, full=p == 0)
             state.environment.setdefault("workers", [dict(i) for i in pool.info])
             run.prepare(self.plan.threads, self.plan.affinity == "pin")
             state.environment.setdefault("pinned", []).append(run.pinned)
-            state.digest = data.digest(ctx.inputs, ctx.params)
             if p == 0:
                 state.first_call_s = run.checked_step_s[0] if run.checked_step_s else None
             return run
         except BaseException as exc:  # noqa: BLE001 - each kind of failure is recorded below
-            self._fail(state, exc)
+            self._fail(state, exc, run.pool if run else self.pools.get(key))
             self._close_case(run)
             return None
 
@@ -331,18 +436,19 @@ class Campaign:
     def _finish(self, run: CaseRun, p: int) -> None:
         state = self._state(run)
         try:
-            self._activate(run.pool)
             facts = run.finish()
             if p == 0:
                 state.compile_s = run.compile_s
+                state.environment["peak_memory"] = facts["peak_memory"]
             if run.seconds and self.plan.timing:
                 state.passes.append(list(run.seconds))
+                steps = len(run.faults) * run.calls
+                state.faults.append(sum(run.faults) / steps if steps else 0.0)
             state.checks.setdefault("audited_rounds", []).append(facts["audited_rounds"])
             state.checks["compiles"] = facts["compiles"]
             state.checks["census"] = facts["census"]
-            state.environment["peak_memory"] = facts["peak_memory"]
         except BaseException as exc:  # noqa: BLE001
-            self._fail(state, exc)
+            self._fail(state, exc, run.pool)
         finally:
             self._close_case(run)
 
@@ -354,7 +460,8 @@ class Campaign:
         except WorkerError:
             run.pool.close()  # a dead worker: the next case starts a new one
 
-    def _fail(self, state: CaseState, exc: BaseException) -> None:
+    def _fail(self, state: CaseState, exc: BaseException,
+              pool: FrameworkPool | None = None) -> None:
         if isinstance(exc, KeyboardInterrupt | SystemExit):
             raise exc
         if isinstance(exc, CaseSkipped | Unavailable | Unsupported):
@@ -363,9 +470,10 @@ class Campaign:
             state.outcome = Outcome("failed", str(exc))
         elif isinstance(exc, WorkerError):
             state.outcome = Outcome("error", f"{state.cid.name}: the worker failed: {exc}")
-            for key, pool in list(self.pools.items()):
-                if key.framework == state.cid.framework:
-                    pool.close()
+            # this case's pool only (its job holds it): the next case starts a new one
+            broken = pool or self.pools.get(self._pool_key(state))
+            if broken is not None:
+                broken.close()
         elif isinstance(exc, CaseError):
             state.outcome = Outcome("error", f"{state.cid.name}: the implementation raised "
                                              f"{exc}")
@@ -374,12 +482,14 @@ class Campaign:
 
     # -- timing ------------------------------------------------------------------------------
 
-    def _measure_peaks(self, runs: Sequence[CaseRun]) -> None:
-        """Each framework's best matmul at each dtype in use; the session keeps the best."""
+    def _measure_peaks(self, runs: Sequence[CaseRun], p: int) -> None:
+        """Each framework's best matmul at each dtype in use, once in every process (every
+        process is treated alike: a large matmul leaves a framework's runtime warmer); the
+        session keeps the best."""
         wanted = {(run.pool.key, run.ctx.policy.dtype) for run in runs
                   if run.pool.key.workers == 1}
         for key, dtype in sorted(wanted, key=str):
-            if (key, dtype) in self.checked_peaks:
+            if (p, key, dtype) in self.peaked:
                 continue
             pool = self.pools[key]
             self._activate(pool)
@@ -387,16 +497,22 @@ class Campaign:
                 found = pool.peak(dtype)
             except WorkerError:
                 found = None
-            self.checked_peaks.add((key, dtype))
+            self.peaked.add((p, key, dtype))
             if found:
                 self.peaks[dtype] = max(self.peaks.get(dtype, 0.0), float(found))
 
     def rounds_for(self, run: CaseRun) -> int:
+        """Recorded rounds of one case in one process: ``--benchmark-max-time`` and
+        ``--benchmark-min-rounds`` shared out over the processes, and at least
+        MIN_ROUNDS_PER_PROCESS (a process's figure is the median of its rounds: one odd round
+        must not move it). More rounds in a process narrow nothing that matters: the spread
+        that repeats from run to run lives between processes."""
         fixed = run.ctx.cid.shape.rounds
         if fixed:
             return max(1, math.ceil(fixed / self.plan.processes))
         budget = self.plan.max_time / self.plan.processes
-        return max(self.plan.min_rounds, math.ceil(budget / max(run.round_s, 1e-6)))
+        floor = max(MIN_ROUNDS_PER_PROCESS, math.ceil(self.plan.min_rounds / self.plan.processes))
+        return max(floor, math.ceil(budget / max(run.round_s, 1e-6)))
 
     def _interleave(self, runs: Sequence[CaseRun], p: int) -> None:
         by_case: dict[str, list[CaseRun]] = {}
@@ -425,15 +541,18 @@ class Campaign:
         count = min(total, 1 + total // 50)
         run.audits = {int(r) for r in rng.choice(range(1, total + 1), count, replace=False)}
 
-    def _turn(self, run: CaseRun, count: int, cycle: int, discard: int = TURN_WARMUP) -> None:
+    def _turn(self, run: CaseRun, count: int, cycle: int, discard: int = TURN_WARMUP,
+              alone: bool = True) -> None:
+        """``count`` recorded rounds of ``run``; ``alone``: every other worker stopped."""
         state = self._state(run)
         if count <= 0 or not state.alive:
             return
-        self._activate(run.pool)
+        if alone:
+            self._activate(run.pool)
         try:
             run.turn(count, discard)
         except BaseException as exc:  # noqa: BLE001
-            self._fail(state, exc)
+            self._fail(state, exc, run.pool)
             return
         if len(state.cycles) <= len(state.passes):
             state.cycles.append([])
@@ -471,7 +590,8 @@ class Campaign:
                 tuple(tuple(c) for c in state.cycles[:len(state.passes)]),
                 state.compile_s, state.first_call_s,
                 cid.workload.flops(cid.task, cid.shape.dims),
-                self.peaks.get(POLICIES[cid.precision].dtype))
+                self.peaks.get(POLICIES[cid.precision].dtype),
+                tuple(state.faults[:len(state.passes)]))
         env = dict(state.environment)
         env.update({"affinity": self.plan.affinity, "processes": len(state.passes),
                     "seed": self.plan.seed, "size": self.plan.size})
@@ -479,23 +599,3 @@ class Campaign:
             env["side"] = state.lane.side.name
         return Record(identity, cid.name, measure, state.checks, env)
 
-
-def check_shares(lanes: Sequence[Lane], jobs: int) -> list[list[Lane]]:
-    """A session that times nothing may check its cases in ``jobs`` campaigns at once, each
-    with its own workers (nothing is timed, so they may share the cores). Whole comparison
-    groups are dealt out, the largest first to the share with the fewest cases; an A/B session
-    (two lanes) is never split. One share when there is nothing to split."""
-    if jobs < 2 or len(lanes) != 1:
-        return [list(lanes)]
-    lane = lanes[0]
-    groups: dict[str, list[CaseId]] = {}
-    for cid in lane.cases:
-        groups.setdefault(cid.group, []).append(cid)
-    shares: list[list[CaseId]] = [[] for _ in range(min(jobs, len(groups)))]
-    for cases in sorted(groups.values(), key=len, reverse=True):
-        min(shares, key=len).extend(cases)
-    if len(shares) < 2:
-        return [list(lanes)]
-    order = {cid.name: i for i, cid in enumerate(lane.cases)}  # each share keeps the order
-    return [[Lane(lane.side, lane.catalogue, tuple(sorted(share, key=lambda c: order[c.name])))]
-            for share in shares]

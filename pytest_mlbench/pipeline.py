@@ -3,6 +3,14 @@
 Every case, single-device or data-parallel, of every kind, goes through this one path; its
 worker pool answers the same commands whether it has one rank or several. The checks
 themselves are in verify.py, the references in reference.py.
+
+Every pass runs the same checks before timing, in a fresh process, against references the
+first pass computed (they are cached): every framework then traces and compiles the same
+functions in the same order in every process, which is what lets a later process find its
+compilations in the compile caches (TensorFlow names traced functions with a process-wide
+counter, and the name is part of its XLA cache key). Every pass's timed rounds are audited.
+The first pass also measures the peak memory and checks loss and gradient where training
+took the parameters; later passes skip those two, which only repeat the first pass's.
 """
 
 from __future__ import annotations
@@ -37,6 +45,8 @@ class CaseRun:
     seconds: list[float] = field(default_factory=list)
     rounds_done: int = 0
     pinned: dict[str, Any] = field(default_factory=dict)
+    faults: list[int] = field(default_factory=list)  # page faults of each recorded round
+    full: bool = True  # the first pass: peak memory and the re-check after training too
 
     @property
     def train(self) -> bool:
@@ -50,9 +60,9 @@ class CaseRun:
 
     def prepare(self, threads: int, pin: bool) -> None:
         """Build in the worker, then every check that comes before timing."""
+        self.handle = self.pool.open(self.spec)
         for info in self.pool.info:
             assert_threads(info["threads"], self.expected_threads(), where=self.ctx.where)
-        self.handle = self.pool.open(self.spec)
         verify.check_start(self.ctx, self._call("start"))
         if self.train:
             self._prepare_train()
@@ -117,8 +127,11 @@ class CaseRun:
         reply = self.pool.case(self.handle, "round", first, total, self.calls, keep,
                                timeout=max(CALL_MIN_S, 20 * expected))
         seconds = [max(col) for col in zip(*(r["seconds"] for r in reply), strict=True)]
+        faults = [max(col) for col in zip(*(r.get("faults") or [0] * total for r in reply),
+                                          strict=True)]
         self.kept.update(agree_kept(reply, self.ctx.where))
         self.seconds += seconds[discard:]
+        self.faults += faults[discard:]
         self.rounds_done += total
         return seconds[discard:]
 
@@ -131,8 +144,8 @@ class CaseRun:
                 before = self.kept.get(r - 1)
                 verify.audit(self.ctx, r, self.calls, before, self.kept[r],
                              self._keep_call(r))
-        memory = self._call("peak_memory")
-        done = self._call("finish")
+        memory = self._call("peak_memory") if self.full else None
+        done = self._call("finish", self.full)
         verify.check_finish(self.ctx, done)
         self.compile_s = done["compile_s"]
         return {"compiles": done["compiles"], "census": done["census"],

@@ -96,6 +96,9 @@ class Measure:
     first_call_s: float | None = None
     flops_per_step: int | None = None
     peak_gflops: float | None = None  # this session's matmul peak for the dtype
+    # per process, page faults per timed step (memory the OS mapped in while the clock ran);
+    # empty when not recorded (records written before it was)
+    faults_per_step: tuple[float, ...] = ()
 
     def per_step(self) -> list[list[float]]:
         return [[t / self.steps_per_call for t in rounds] for rounds in self.passes]
@@ -126,6 +129,7 @@ class Measure:
                 "cycles": [list(c) for c in self.cycles],
                 "compile_s": self.compile_s, "first_call_s": self.first_call_s,
                 "flops_per_step": self.flops_per_step, "peak_gflops": self.peak_gflops,
+                "faults_per_step": list(self.faults_per_step),
                 # derived, for readers that do not recompute: seconds per step
                 "step_s": est.value, "interval_s": [est.low, est.high],
                 "gflops": self.gflops, "utilisation": self.utilisation,
@@ -276,9 +280,15 @@ def _measure(data: Mapping[str, Any]) -> Measure:
     flops = data.get("flops_per_step")
     if flops is not None and (isinstance(flops, bool) or not isinstance(flops, int) or flops < 0):
         raise RecordError(f"'flops_per_step' must be a non-negative integer (got {flops!r})")
+    faults = data.get("faults_per_step") or []
+    if not isinstance(faults, list) or len(faults) not in (0, len(rounds)) or not all(
+            isinstance(f, int | float) and not isinstance(f, bool) and math.isfinite(f)
+            and f >= 0 for f in faults):
+        raise RecordError("'faults_per_step' must list, per process, a non-negative number")
     return Measure(int(_count(data, "steps_per_call") or 1), rounds, cycles,
                    _optional_number(data, "compile_s"), _optional_number(data, "first_call_s"),
-                   flops, _optional_number(data, "peak_gflops"))
+                   flops, _optional_number(data, "peak_gflops"),
+                   tuple(float(f) for f in faults))
 
 
 def migrate_v1(bench: Mapping[str, Any], info: Mapping[str, Any]) -> Record:

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-from collections.abc import Iterator, Mapping
+import threading
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -26,30 +27,83 @@ from pytest_mlbench.checks import assert_close, assert_grad_matches_finite_diffe
 from pytest_mlbench.engine.launcher import Pool, WorkerSpec
 from pytest_mlbench.errors import Unavailable
 from pytest_mlbench.optim import Optimizer
+from pytest_mlbench.trajectory import Trajectory
 from pytest_mlbench.workload import Arrays, Shape, Task, Workload
 
 BACKENDS = ("jax", "torch")
 FD = {"rtol": 1e-5, "atol": 1e-9}  # finite differences of float64 functions
 CROSS = {"rtol": 1e-9, "atol": 1e-12}  # two float64 autodiff systems on the same function
+CACHE_ENTRIES = 64  # values kept by a Reference (losses, gradients, outputs), oldest out
+
+_blas_lock = threading.Lock()
+_blas_users = 0
+_blas_limits: Any = None
 
 
 @contextlib.contextmanager
 def one_blas_thread() -> Iterator[None]:
+    """BLAS limited to one thread while any thread is inside. Counted, not nested
+    threadpool_limits: those save and restore a process-wide setting, so two threads
+    interleaving them would leave BLAS at the other's limit."""
+    global _blas_users, _blas_limits
+    with _blas_lock:
+        if _blas_users == 0:
+            _blas_limits = _limit_blas()
+        _blas_users += 1
+    try:
+        yield
+    finally:
+        with _blas_lock:
+            _blas_users -= 1
+            if _blas_users == 0 and _blas_limits is not None:
+                _blas_limits.restore_original_limits()
+                _blas_limits = None
+
+
+def _limit_blas() -> Any:
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:  # pragma: no cover - threadpoolctl is a dependency
-        yield
-        return
-    with threadpool_limits(limits=1):
-        yield
+        return None
+    return threadpool_limits(limits=1)
+
+
+class _Once:
+    """A lock per key, so that of the threads asking for one value one computes it and the
+    others wait for it (then find it, or, if it failed, try themselves); other keys go on."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._keys: dict[Hashable, tuple[threading.Lock, list[int]]] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, key: Hashable) -> Iterator[None]:
+        with self._lock:
+            lock, waiting = self._keys.setdefault(key, (threading.Lock(), [0]))
+            waiting[0] += 1
+        try:
+            with lock:
+                yield
+        finally:
+            with self._lock:
+                waiting[0] -= 1
+                if not waiting[0]:  # the last one out: the key's lock is not kept for ever
+                    del self._keys[key]
 
 
 class OracleService:
-    """Long-lived oracle workers, one per installed backend, started on first use."""
+    """Long-lived oracle workers, one per installed backend, started on first use.
+
+    Safe to call from several threads: a lock per backend is held while its pool starts and
+    around each call (a call is a request and its reply on one socket; two must not
+    interleave), and a pause or close waits for the call in flight (a worker stopped mid-call
+    would leave its caller waiting out the timeout)."""
 
     def __init__(self, python: str = "", path: tuple[str, ...] = ()) -> None:
         self.pools: dict[str, Pool] = {}
         self.python, self.path = python, path
+        self._lock = threading.Lock()  # self.pools and self._locks
+        self._locks: dict[str, threading.Lock] = {}
 
     @property
     def backends(self) -> list[str]:
@@ -60,53 +114,96 @@ class OracleService:
         if not name:
             raise Unavailable("this workload's reference comes from an autodiff oracle: "
                               "pip install 'pytest-mlbench[jax]' (or [torch])")
-        if name not in self.pools:
+        with self._pool_lock(name):
+            return self._pool(name).call(command, payload)[0]
+
+    def _pool_lock(self, name: str) -> threading.Lock:
+        with self._lock:
+            return self._locks.setdefault(name, threading.Lock())
+
+    def _pool(self, name: str) -> Pool:
+        """The backend's pool, started if need be (the caller holds the backend's lock)."""
+        with self._lock:
+            pool = self.pools.get(name)
+        if pool is None:
             spec = WorkerSpec("pytest_mlbench.engine.oracle:build", 1, {"backend": name},
                               {"JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEVICES": ""},
                               self.python, self.path)
             pool = Pool(spec, start_timeout=180.0, timeout=600.0)
-            pool.start()
-            self.pools[name] = pool
-        return self.pools[name].call(command, payload)[0]
+            try:
+                pool.start()
+            except BaseException:
+                pool.close()  # a worker that started but did not answer is not left behind
+                raise
+            with self._lock:
+                self.pools[name] = pool
+        return pool
+
+    def _each(self, act: Callable[[Pool], None], forget: bool = False) -> None:
+        with self._lock:
+            names = list(self.pools)
+        for name in names:
+            with self._pool_lock(name):
+                with self._lock:
+                    pool = self.pools.pop(name, None) if forget else self.pools.get(name)
+                if pool is not None:
+                    act(pool)
 
     def pause(self) -> None:
-        for pool in self.pools.values():
-            pool.pause()
+        self._each(lambda pool: pool.pause())
 
     def close(self) -> None:
-        for pool in self.pools.values():
-            pool.close()
-        self.pools.clear()
+        self._each(lambda pool: pool.close(), forget=True)
 
 
 class Reference:
-    """The reference of one workload at one shape and seed, from a catalogue folder."""
+    """The reference of one workload at one shape and seed, from a catalogue folder.
+
+    Safe to call from several threads: one lock guards its caches, its trajectories and what
+    it has verified, and is never held while a value is computed; a value (or a task's
+    verification) asked for by two threads at once is computed by one while the other waits."""
 
     def __init__(self, workload: Workload, shape: Shape, seed: int, folder: str,
                  oracle: OracleService) -> None:
         self.workload, self.shape, self.seed = workload, shape, seed
         self.folder, self.oracle = folder, oracle
         self._cache: dict[tuple[Any, ...], Any] = {}
+        self._trajectories: dict[tuple[Any, ...], Trajectory] = {}
         self.verified: set[str] = set()
+        self._lock = threading.Lock()
+        self._making, self._verifying = _Once(), _Once()
 
-    def _cached(self, key: tuple[Any, ...], make: Any) -> Any:
-        if key not in self._cache:
-            if len(self._cache) > 64:
-                self._cache.pop(next(iter(self._cache)))
+    def _cached(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+        with self._lock:
+            if key in self._cache:
+                return self._cache[key]
+        with self._making(key):
+            with self._lock:
+                if key in self._cache:  # made while this thread waited
+                    return self._cache[key]
             with one_blas_thread():
-                self._cache[key] = make()
-        return self._cache[key]
+                value = make()
+            with self._lock:
+                while len(self._cache) >= CACHE_ENTRIES:
+                    self._cache.pop(next(iter(self._cache)))
+                self._cache[key] = value
+            return value
 
     # -- values -------------------------------------------------------------------------------
 
     def loss_and_grad(self, params: Arrays, inputs: Arrays) -> tuple[float, Arrays]:
         """At float64 params and data: the loss and its gradient (hand, else oracle)."""
         p, d = data.widen(params), data.widen(inputs)
-        key = ("grad", data.digest(p, d))
-        if self.workload.hand_gradient:
-            return self._cached(key, lambda: (self.workload.reference_loss(p, d),
-                                              self.workload.grad(p, d)))  # type: ignore[misc]
-        return self._cached(key, lambda: self.oracle.call("value_and_grad", (self.folder, p, d)))
+        return self._cached(("grad", data.digest(p, d)), lambda: self._loss_and_grad(p, d))
+
+    def _loss_and_grad(self, p: Arrays, d: Arrays) -> tuple[float, Arrays]:
+        """Computed, not cached, at float64 ``p`` and ``d``."""
+        with one_blas_thread():
+            if self.workload.hand_gradient:
+                return (self.workload.reference_loss(p, d),
+                        self.workload.grad(p, d))  # type: ignore[misc]
+            found: tuple[float, Arrays] = self.oracle.call("value_and_grad", (self.folder, p, d))
+        return found
 
     def train(self, optimizer: Optimizer, params: Arrays, state: Arrays, inputs: Arrays,
               steps: int, dtype: Any) -> tuple[list[float], Arrays, Arrays]:
@@ -117,12 +214,33 @@ class Reference:
             st = optimizer.init_state(current)
         losses = []
         for _ in range(steps):
-            loss, grads = self.loss_and_grad(current, inputs)
-            losses.append(float(loss))
-            new, st = optimizer.update(current, grads, st)
-            current = _round(new, dtype)
-            st = {k: (v if k == "count" else _round({k: v}, dtype)[k]) for k, v in st.items()}
+            loss, current, st = self.step(optimizer, current, st, inputs, dtype)
+            losses.append(loss)
         return losses, current, st
+
+    def step(self, optimizer: Optimizer, params: Arrays, state: Arrays, inputs: Arrays,
+             dtype: Any, *, cached: bool = True) -> tuple[float, Arrays, Arrays]:
+        """One optimizer step from float64 ``params`` and ``state``: the loss before it, and
+        the params and state after, in float64 rounded to ``dtype``. ``cached=False`` keeps
+        the gradient out of the value cache (and ``inputs`` must already be float64)."""
+        if cached:
+            loss, grads = self.loss_and_grad(params, inputs)
+        else:
+            loss, grads = self._loss_and_grad(params, inputs)
+        new, st = optimizer.update(params, grads, state)
+        st = {k: (v if k == "count" else _round({k: v}, dtype)[k]) for k, v in st.items()}
+        return float(loss), _round(new, dtype), st
+
+    def trajectory(self, optimizer: Optimizer, params: Arrays, inputs: Arrays,
+                   dtype: Any) -> Trajectory:
+        """The reference's steps from ``params`` (a seeded start, at ``dtype``) with fresh
+        optimizer state, as ``train`` takes them: one per optimizer, dtype and start, kept."""
+        key = (optimizer, np.dtype(dtype).name, data.digest(params, inputs))
+        with self._lock:
+            if key not in self._trajectories:
+                self._trajectories[key] = Trajectory(self.step, optimizer, params, inputs,
+                                                        dtype, one_blas_thread)
+            return self._trajectories[key]
 
     def expected(self, task: Task, params: Arrays, inputs: Arrays, probe: Arrays) -> Any:
         """What an inference or transform call must return for ``probe``."""
@@ -146,12 +264,15 @@ class Reference:
     def verify(self, task: Task, inputs: Arrays, params: Arrays, probe: Arrays | None) -> None:
         """Once per task: the reference agrees with finite differences of the NumPy model
         (and the two oracles agree with each other when both are installed)."""
-        if task.label in self.verified:
-            return
-        with one_blas_thread():
-            self._verify(task, data.widen(inputs), data.widen(params),
-                         data.widen(probe) if probe else None)
-        self.verified.add(task.label)
+        with self._verifying(task.label):
+            with self._lock:
+                if task.label in self.verified:
+                    return
+            with one_blas_thread():
+                self._verify(task, data.widen(inputs), data.widen(params),
+                             data.widen(probe) if probe else None)
+            with self._lock:
+                self.verified.add(task.label)
 
     def _verify(self, task: Task, d: Arrays, p: Arrays, q: Arrays | None) -> None:
         w, where = self.workload, f"{self.workload.name} reference"

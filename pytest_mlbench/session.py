@@ -19,19 +19,15 @@ import pytest
 
 from pytest_mlbench import catalogue, frameworks, parametrize
 from pytest_mlbench.ab import BASE, ABSession, BaseSide
-from pytest_mlbench.campaign import Campaign, Lane, Outcome, Plan, check_shares, key_of
+from pytest_mlbench.campaign import Campaign, Lane, Outcome, Plan, key_of
 from pytest_mlbench.case import CaseId
 from pytest_mlbench.catalogue import Catalogue
-from pytest_mlbench.engine import threads as threading_
 from pytest_mlbench.engine.workers import Side
 from pytest_mlbench.options import Settings
 from pytest_mlbench.record import Record
 from pytest_mlbench.reference import OracleService
 
 CASE_FIXTURE = "mlbench_case"
-# a session that times nothing checks its cases in this many campaigns at once (one per core,
-# at most two: each campaign keeps a worker of every framework alive)
-CHECK_JOBS = min(2, len(threading_.cores()))
 OWN_FIXTURES = ("mlbench_case", "mlbench_workload", "mlbench_framework", "mlbench_device",
                 "mlbench_precision", "mlbench_rng", "mlbench_settings")
 
@@ -87,16 +83,8 @@ class RunState:
             lanes = [Lane(Side(root=str(self.root)), self.catalogue, tuple(runnable.values()))]
             if self.base is not None:
                 lanes.append(self._base_lane(runnable))
-            plan = self.plan()
-            shares = check_shares(lanes, 1 if plan.timing else CHECK_JOBS)
-            oracles = [self.oracle] + [OracleService() for _ in shares[1:]]
-            campaigns = [Campaign(share, plan, entries, oracle, self.progress)
-                         for share, oracle in zip(shares, oracles, strict=True)]
-            try:
-                self.outcomes = run_campaigns(campaigns)
-            finally:
-                for oracle in oracles[1:]:
-                    oracle.close()
+            campaign = Campaign(lanes, self.plan(), entries, self.oracle, self.progress)
+            self.outcomes = campaign.run()
             self._judge_ab(runnable)
         return self.outcomes.get(cid.name) or Outcome(
             "error", f"{cid.name} was not part of this session's campaign")
@@ -148,38 +136,3 @@ def uses_own_fixtures(item: pytest.Item) -> bool:
     names: list[str] = list(getattr(item, "fixturenames", ()))
     return any(name in OWN_FIXTURES for name in names)
 
-
-def run_campaigns(campaigns: list[Campaign]) -> dict[str, Outcome]:
-    """Run the campaigns at once (the first in this thread, each other in its own) and merge
-    their outcomes. Ctrl-C or an error in any of them cancels the others."""
-    if len(campaigns) == 1:
-        return campaigns[0].run()
-    results: list[dict[str, Outcome] | None] = [None] * len(campaigns)
-    errors: list[BaseException] = []
-
-    def run(i: int) -> None:
-        try:
-            results[i] = campaigns[i].run()
-        except BaseException as exc:  # noqa: BLE001  (re-raised in the session's thread)
-            errors.append(exc)
-            for other in campaigns:
-                other.cancel()
-
-    others = [threading.Thread(target=run, args=(i,), name=f"mlbench-checks-{i}", daemon=True)
-              for i in range(1, len(campaigns))]
-    for thread in others:
-        thread.start()
-    try:
-        run(0)
-        for thread in others:
-            thread.join()
-    except BaseException:
-        for campaign in campaigns:
-            campaign.cancel()
-        raise
-    if errors:
-        raise errors[0]  # the first is the cause: the others are its cancellations
-    merged: dict[str, Outcome] = {}
-    for found in results:
-        merged.update(found or {})
-    return merged

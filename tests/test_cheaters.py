@@ -78,10 +78,16 @@ def test_work_handed_to_a_thread_fails_its_audited_round(checked: Session) -> No
 def test_parameters_reported_a_step_behind_fail_the_step_count_from_the_start(
         checked: Session) -> None:
     """Every round looks right from a state one step behind; counted from the seeded start
-    by the engine's own count of step() calls, the missing step shows."""
-    assert_caught(checked, case("lag", "jax", "jit"),
-                  rf"{AUDIT}.*\d+ step\(s\) from the seeded start \(step\(\) has been called \d+ "
-                  r"time\(s\).*displacement of w")
+    by the engine's own count of step() calls, the missing step shows: the parameters are
+    nearest the reference's step before."""
+    lag = case("lag", "jax", "jit")
+    assert_caught(checked, lag,
+                  rf"{AUDIT}.* (\d+) step\(s\) from the seeded start \(step\(\) has been called "
+                  r"\1 time\(s\).*: the parameters are nearest the reference's step (\d+), not "
+                  r"\1: 1 step\(s\) behind \(distance .*; outside the trajectory tolerance too: "
+                  r"displacement of w")
+    found = re.search(r"nearest the reference's step (\d+), not (\d+)", checked[lag].message)
+    assert found and int(found[1]) == int(found[2]) - 1, checked[lag].message
 
 
 # -- eager means eager --------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """Thread control: the threads that do the work are found by what they use, not by name, and
-pinned to distinct cores (--mlbench-affinity=pin); the workers' allocator never trims."""
+pinned to distinct cores (--mlbench-affinity=pin)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ def test_environment_sizes_every_pool_and_keeps_inter_op_at_one() -> None:
                 "NUMBA_NUM_THREADS", "TF_NUM_INTRAOP_THREADS"):
         assert env[var] == "3"
     assert env["TF_NUM_INTEROP_THREADS"] == "1"
-    assert int(env["MALLOC_TRIM_THRESHOLD_"]) > 2**40  # never give the heap top back
 
 
 def test_busy_threads_by_share_of_wall_time() -> None:
@@ -33,20 +32,24 @@ def test_busy_threads_by_share_of_wall_time() -> None:
 
 
 class Spinner(threading.Thread):
+    """Spins until stopped (at most ``seconds``): a loaded machine must not end it before the
+    test has looked at it."""
+
     def __init__(self, seconds: float) -> None:
         super().__init__(daemon=True)
         self.seconds, self.tid = seconds, 0
+        self.stop = threading.Event()
 
     def run(self) -> None:
         self.tid = threading.get_native_id()
         end = time.perf_counter() + self.seconds
-        while time.perf_counter() < end:
+        while time.perf_counter() < end and not self.stop.is_set():
             pass
 
 
 @linux_affinity
 def test_a_spinning_thread_is_found_and_pinned_off_the_idle_callers_core() -> None:
-    spinner = Spinner(1.5)
+    spinner = Spinner(30.0)
     before, start = threads.cpu_seconds(), time.perf_counter()
     spinner.start()
     while not spinner.tid:
@@ -67,6 +70,7 @@ def test_a_spinning_thread_is_found_and_pinned_off_the_idle_callers_core() -> No
         assert os.sched_getaffinity(threading.get_native_id()) == {cores[0]}
     finally:
         threads.unpin()
+        spinner.stop.set()
         spinner.join()
     assert os.sched_getaffinity(threading.get_native_id()) == set(cores)
 
@@ -87,7 +91,8 @@ def test_a_computing_caller_keeps_its_core_and_the_pool_takes_the_next() -> None
         assert os.sched_getaffinity(spinner.tid) == {cores[1]}
     finally:
         threads.unpin()
-        spinner.seconds = 0
+        spinner.stop.set()
+        spinner.join()
 
 
 def test_nothing_busy_pins_nothing() -> None:

@@ -4,10 +4,10 @@
 
 Each run is a separate pytest session (``pytest suites <args> --benchmark-json=...``). For every
 comparison group, each implementation's step time normalised to one reference implementation
-(the fastest of the first run, fixed for all runs) is shown per run with its 95% interval,
-with the interval the run predicts for a repeat run, then the spread across runs (largest / smallest - 1) and whether every run's interval contains
-every other run's median. A figure holds when the spread is at most ``--limit`` and the
-intervals contain the other runs' medians.
+(the fastest of the first run, fixed for all runs) is shown per run with the 95% interval the
+run predicts for a repeat run, then the spread across runs (largest / smallest - 1) and whether
+every run's interval contains every other run's median. A figure holds when the spread is at
+most ``--limit`` and the intervals contain the other runs' medians.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import numpy as np
 
 from pytest_mlbench import catalogue, data
 from pytest_mlbench.case import Case, CaseId
-from pytest_mlbench.engine import runners
+from pytest_mlbench.engine import allocator, runners
 from pytest_mlbench.precision import POLICIES, dtype_name
 
 
@@ -120,17 +120,23 @@ class CaseServer:
               ) -> dict[str, Any]:
         """``rounds`` timed rounds of ``calls`` calls, numbered from ``first``. For a round
         number in ``keep``, what it produced is kept: the parameters and state it left
-        (training; value None) or the output of call ``keep[r]`` (inference, transforms)."""
-        seconds, kept = [], {}
+        (training; value None) or the output of call ``keep[r]`` (inference, transforms).
+        Warm-up rounds count as timing too: what was checked is what runs from here on, so
+        nothing may compile (or recompile) any more."""
+        seconds, kept, faults = [], {}, []
         with self.phase("timing"):
             guard = self._guard()
             for r in range(first, first + rounds):
                 probes = self.probes([r * calls + c for c in range(calls)])
+                before = allocator.minor_faults()
                 took, outs, tail = runners.timed_round(self.runner, probes, guard)
+                faults.append(allocator.minor_faults() - before)
                 seconds.append(took)
                 if r in keep:
                     kept[r] = self._kept(outs, tail, keep[r])
-        return {"seconds": seconds, "kept": kept}
+        # page faults of each round (memory the OS mapped in while the clock ran), read
+        # outside the clock: a step that pays the allocator every time shows it
+        return {"seconds": seconds, "kept": kept, "faults": faults}
 
     def _kept(self, outs: list[Any], tail: Any, call: int | None) -> Any:
         if self.id.task.kind == "train":
@@ -151,10 +157,10 @@ class CaseServer:
 
         return combined
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self, evaluate: bool = True) -> dict[str, Any]:
         """After timing: compilations per phase, traces of the compiled functions, whether
-        the precision policy still holds, dtypes, the census, and (training) loss and
-        gradient where training has taken the parameters."""
+        the precision policy still holds, dtypes, the census, and (training, when
+        ``evaluate``) loss and gradient where training has taken the parameters."""
         out: dict[str, Any] = {"traces": self.case.traces(), "compiles": dict(self.compiles),
                                "compile_s": self._compile_seconds()}
         try:
@@ -164,7 +170,7 @@ class CaseServer:
             out["policy"] = str(exc)
         out["census"] = self.adapter.census(self.runner.impl)
         out["dtypes"] = {k: dtype_name(v) for k, v in self.runner.impl.params().items()}
-        if self.id.task.kind == "train":
+        if self.id.task.kind == "train" and evaluate:
             out["snapshot"] = self.runner.snapshot()
             out["trained"] = self.evaluate()
         return out

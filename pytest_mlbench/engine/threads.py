@@ -1,4 +1,4 @@
-"""Equal compute threads for every framework, where those threads run, and the allocator.
+"""Equal compute threads for every framework, and where those threads run.
 
 Threads are set three ways, because frameworks read them at different moments: environment
 variables before the worker starts (OpenMP, MKL, OpenBLAS, numba, TensorFlow), the worker's
@@ -7,12 +7,10 @@ imported (adapters' ``set_threads``). Each adapter reads back what it can and th
 any reads differently. A runtime BLAS thread limit is applied only where a library disagrees:
 ``openblas_set_num_threads`` slows OpenBLAS's pool even when it sets the count it already has.
 
-The allocator. Runs of the same case in different processes were bimodal (the NumPy MLP step
-0.73 or 1.61 ms on the 2-core reference machine). The cause was glibc's heap trimming: when a
-step's freed temporaries end at the top of the heap, glibc returns them to the OS and the next
-step takes them back, a brk and some 480 page faults a step; whether they end at the top
-depends on the process's allocation history. Workers start with trimming off (MALLOC_ENV), and
-the step reads 0.72-0.9 ms in every process.
+Where threads run. A worker starts confined to the case's cores (the first ``threads`` of the
+session's, or one per device for a data-parallel case), so that every pool sizes itself from
+that mask; each timed turn runs there, and the worker is freed to every core for untimed
+work (building, checking, compiling), so that two such jobs run side by side.
 
 Pinning (``--mlbench-affinity=pin``). The threads doing a case's work are found by measurement:
 the worker samples every thread's CPU time (/proc) around the case's first warm-up round, and
@@ -27,19 +25,11 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                "NUMBA_NUM_THREADS", "TF_NUM_INTRAOP_THREADS")
 TASK_DIR = "/proc/self/task"
-# glibc's allocator: never give the top of the heap back to the OS, and serve blocks up to its
-# largest mmap threshold (32 MiB) from the heap. By default glibc trims the heap whenever the
-# freed top exceeds a threshold that moves with allocation history; a step whose temporaries
-# end at the top then pays a brk and hundreds of page faults every step, in some processes and
-# not others (the NumPy MLP step: 0.72 ms against 1.65 ms, 480 page faults a step, on the
-# reference machine). Other allocators ignore these variables.
-MALLOC_ENV = {"MALLOC_TRIM_THRESHOLD_": str(2**62), "MALLOC_MMAP_THRESHOLD_": str(32 * 2**20),
-              "MALLOC_TOP_PAD_": str(16 * 2**20)}
 
 
 def environment(threads: int) -> dict[str, str]:
@@ -51,7 +41,6 @@ def environment(threads: int) -> dict[str, str]:
     # inductor compiles in this process rather than in a pool of compile workers, which would
     # otherwise stay alive next to the timed work
     env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
-    env.update(MALLOC_ENV)
     return env
 
 
@@ -139,6 +128,22 @@ def pin(busy: Mapping[int, float]) -> dict[str, object]:
     bound = [t for i, t in enumerate(pool) if _bind(t, order[i % len(order)])]
     return {"pinned": True, "main_core": available[0], "pool_threads": len(bound),
             "main_busy": round(busy.get(main, 0.0), 2)}
+
+
+def place(where: Iterable[int]) -> int:
+    """Every thread of this process may run on the cores ``where`` and nowhere else; returns
+    how many threads were placed. A timed turn places its worker on the case's cores (the
+    mask the worker started with, which sized its thread pools) and untimed work frees it to
+    every core, so that two untimed jobs can run side by side while nothing is timed."""
+    target = set(where)
+    placed = 0
+    for tid in thread_ids():
+        try:
+            os.sched_setaffinity(tid, target)
+            placed += 1
+        except OSError:  # the thread ended in between
+            continue
+    return placed
 
 
 def unpin() -> dict[str, object]:

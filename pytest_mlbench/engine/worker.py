@@ -30,6 +30,7 @@ from pytest_mlbench.engine.server import CaseServer
 from pytest_mlbench.errors import Unavailable, Unsupported
 
 PEAK_N = {"float64": 1024, "float32": 1536, "bfloat16": 1024}  # large enough for the peak
+PEAK_REPEATS = 3  # in every process; the session keeps the best of all
 LEARN_S = 0.1  # how long a case's first warm-up round repeats while its threads are watched
 
 
@@ -41,15 +42,22 @@ class FrameworkWorker:
         self.cases: dict[int, CaseServer] = {}
         self.pinned: dict[str, Any] = {"pinned": False, "why": "affinity off"}
         self.compiler_start_s: float | None = None
-        self._warm_up()
+        # the cores the launcher started this process on (its pools sized themselves from
+        # them): timed turns run there; untimed work may use every core of the session
+        self.timed_cores = threading_.cores()
+        self.free_cores = list(config.get("free_cores") or self.timed_cores)
+        self._warm_up(bool(config.get("compiler", True)))
+        if config.get("affinity", "off") == "off":
+            threading_.place(self.free_cores)
 
-    def _warm_up(self) -> None:
+    def _warm_up(self, compiler_too: bool) -> None:
         """One small matmul starts the framework's runtime and thread pools, and a trivial
         compilation its compiler (inductor's first build takes ~10 s here): one-time costs of
-        a process, recorded as such, not in the first case's compile time."""
+        a process, recorded as such, not in the first case's compile time. A pool that serves
+        no compiled case (torch's data-parallel ranks run eager) skips the compiler."""
         self.adapter.matmul_gflops("float32", 64, 1)
         compiler = getattr(self.adapter, "warm_up_compiler", None)
-        if callable(compiler):
+        if compiler_too and callable(compiler):
             start = time.perf_counter()
             compiler()
             self.compiler_start_s = time.perf_counter() - start
@@ -66,6 +74,16 @@ class FrameworkWorker:
         self.pinned = threading_.pin(busy) if pin else threading_.unpin()
         return reply
 
+    def _on_timed_cores(self, call: Any) -> Any:
+        """A timed turn runs on the case's cores, as every other case's turns do (the turn's
+        first round, dropped, absorbs the move); afterwards the worker is free again."""
+        threading_.place(self.timed_cores)
+        try:
+            return call()
+        finally:
+            if self.config.get("affinity", "off") == "off":
+                threading_.place(self.free_cores)
+
     def __call__(self, command: str, payload: Any) -> Any:
         if command == "ping":
             return None
@@ -81,13 +99,15 @@ class FrameworkWorker:
                 pin, *rest = args
                 call = lambda: self.learn_and_pin(  # noqa: E731
                     lambda: self.cases[handle].round(*rest), bool(pin))
+            elif method == "round" and not self.pinned.get("pinned"):
+                return self._guarded(lambda: self._on_timed_cores(call))
             return self._guarded(call)
         if command == "close":
             self.cases.pop(payload, None)
             gc.collect()
             return None
         if command == "peak":
-            return self.adapter.matmul_gflops(payload, PEAK_N.get(payload, 1024), 5)
+            return self.adapter.matmul_gflops(payload, PEAK_N.get(payload, 1024), PEAK_REPEATS)
         raise ValueError(f"unknown command {command!r}")
 
     def _open(self, spec: dict[str, Any]) -> int:

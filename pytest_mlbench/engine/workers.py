@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_mlbench.engine import allocator
 from pytest_mlbench.engine import threads as threading_
 from pytest_mlbench.engine.launcher import Pool, WorkerSpec, free_loopback_port
 
@@ -49,6 +50,7 @@ class PoolKey:
     framework: str
     workers: int
     side: str = ""
+    slot: int = 0  # one of several equivalent pools (a session that times nothing has one a core)
 
 
 @dataclass
@@ -59,6 +61,7 @@ class FrameworkPool:
     affinity: str
     caches: str  # the session's compile-cache folder ("" for none)
     side: Side = field(default_factory=Side)
+    compiler: bool = True  # warm the framework's compiler up at start (it serves compiled cases)
     pool: Pool | None = None
     info: list[dict[str, Any]] = field(default_factory=list)
 
@@ -72,9 +75,10 @@ class FrameworkPool:
         threads = self.per_worker_threads(world)
         config = {"framework": self.key.framework,
                   "registry": {self.key.framework: self.registry_entry},
-                  "threads": threads, "affinity": self.affinity,
-                  "dp": dp}
-        env = {**threading_.environment(threads), **compile_caches(self.caches), **env}
+                  "threads": threads, "affinity": self.affinity, "compiler": self.compiler,
+                  "free_cores": threading_.cores(), "dp": dp}
+        env = {**threading_.environment(threads), **allocator.ENV, **compile_caches(self.caches),
+               **env}
         spec = WorkerSpec(TARGET, world, config, env, self.side.python, self.side.path, cores)
         self.pool = Pool(spec, start_timeout=START_TIMEOUT_S, timeout=CALL_TIMEOUT_S,
                          failed=lambda reply: isinstance(reply, dict) and "ok" not in reply)
@@ -95,10 +99,12 @@ class FrameworkPool:
         return max(1, self.threads // world)
 
     def _layout(self) -> tuple[int, dict[str, str], list[list[int]], dict[str, Any]]:
-        """Ranks, environment, cores per rank and data-parallel settings of this pool."""
+        """Ranks, environment, cores per rank and data-parallel settings of this pool. A
+        data-parallel case gets a core per device where the machine has them, whichever
+        framework runs it: torch's ranks one each, JAX's one process all of them."""
         available = threading_.cores()
-        mine = available[:self.threads]
         n = self.key.workers
+        mine = available[:self.threads if n == 1 else max(self.threads, n)]
         if n == 1:
             return 1, {}, [mine], {}
         if self.key.framework == "jax":
@@ -156,11 +162,15 @@ class FrameworkPool:
 def compile_caches(folder: str) -> dict[str, str]:
     """Where the frameworks keep compiled code: one folder per session, shared by every worker
     of every pass. It starts empty, so what the first pass reports as compile time is a cold
-    compile; later passes reuse it instead of compiling again (XLA's persistent cache for JAX,
-    inductor's FX graph and kernel caches for torch, numba's cache=True)."""
+    compile; later passes reuse it instead of compiling again (XLA's persistent cache for JAX
+    and for TensorFlow's jit_compile functions, inductor's FX graph and kernel caches for
+    torch, numba's cache=True)."""
     if not folder:
         return {}
+    xla = os.environ.get("TF_XLA_FLAGS", "")
+    tf_cache = f"--tf_xla_persistent_cache_directory={os.path.join(folder, 'tf-xla')}"
     return {"TORCHINDUCTOR_CACHE_DIR": os.path.join(folder, "inductor"),
+            "TF_XLA_FLAGS": f"{xla} {tf_cache}".strip(),
             "NUMBA_CACHE_DIR": os.path.join(folder, "numba"),
             "JAX_COMPILATION_CACHE_DIR": os.path.join(folder, "jax"),
             "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",

@@ -1,0 +1,96 @@
+"""The workers' allocator (engine/allocator.py): a large temporary allocated again and again on
+a framework's pool thread is reused, not mapped and faulted in afresh each time. Without the
+settings glibc maps it on every allocation (a per-thread arena cannot hold it), which is what
+made JAX's ViT step 60% slower and TensorFlow's bimodal."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from pytest_mlbench.engine import allocator, threads
+from pytest_mlbench.engine.workers import FrameworkPool, PoolKey
+
+glibc = pytest.mark.skipif(not sys.platform.startswith("linux"),
+                           reason="the settings are glibc malloc's")
+
+# a step's temporaries, as XLA allocates them: one large buffer on a pool thread, written,
+# freed; the faults of each step after the first
+STEP = """
+import ctypes, threading, resource
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+SIZE = 68_000_000
+faults = []
+def step():
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    buf = libc.malloc(SIZE)  # as XLA's AlignedMalloc does, through glibc
+    ctypes.memset(buf, 1, SIZE)
+    libc.free(buf)
+    faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+for _ in range(6):
+    t = threading.Thread(target=step)
+    t.start()
+    t.join()
+print(max(faults[1:]))
+"""
+
+
+def faults_per_step(env: dict[str, str]) -> int:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    done = subprocess.run([sys.executable, "-c", STEP], env={**clean, **env},
+                          capture_output=True, text=True, check=True)
+    return int(done.stdout.split()[-1])
+
+
+PAGES = 68_000_000 // 4096
+
+
+@glibc
+def test_a_large_temporary_on_a_pool_thread_is_reused_not_faulted_in_each_step() -> None:
+    assert faults_per_step({}) > PAGES // 2  # glibc's defaults: mapped afresh every step
+    assert faults_per_step(dict(allocator.ENV)) < PAGES // 20
+
+
+@glibc
+@pytest.mark.parametrize("setting", ["MALLOC_ARENA_MAX", "MALLOC_MMAP_MAX_"])
+def test_either_setting_alone_is_not_enough(setting: str) -> None:
+    """A thread's arena maps what it cannot hold whatever the mmap limit, and the main heap
+    maps what is above the threshold: both settings are needed."""
+    without = {k: v for k, v in allocator.ENV.items() if k != setting}
+    assert faults_per_step(without) > PAGES // 2
+
+
+def test_workers_start_with_the_allocator_settings() -> None:
+    pool = FrameworkPool(PoolKey("numpy", 1), "x:y", 1, "off", "")
+    spec_env: dict[str, str] = {}
+
+    class Spy:
+        def __init__(self, spec: object, **_: object) -> None:
+            spec_env.update(spec.env)  # type: ignore[attr-defined]
+
+        def spawn(self) -> None:
+            pass
+
+    import pytest_mlbench.engine.workers as workers
+
+    original = workers.Pool
+    workers.Pool = Spy  # type: ignore[assignment,misc]
+    try:
+        pool.spawn()
+    finally:
+        workers.Pool = original  # type: ignore[misc]
+    for key, value in allocator.ENV.items():
+        assert spec_env[key] == value
+    assert spec_env["OMP_NUM_THREADS"] == "1" and threads.environment(1)["OMP_NUM_THREADS"] == "1"
+
+
+def test_minor_faults_counts_this_process() -> None:
+    before = allocator.minor_faults()
+    block = bytearray(8 * 2**20)  # 8 MiB of fresh pages
+    block[::4096] = b"x" * len(block[::4096])
+    assert allocator.minor_faults() - before > 1000

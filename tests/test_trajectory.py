@@ -1,0 +1,411 @@
+"""The reference trajectory from the seeded start (cached, checkpointed, shared by threads)
+and the audit that counts an implementation's steps from there: honest drift passes however
+far past the fixed tolerance it grows, parameters a step behind or ahead fail naming the step
+they are nearest; the cached trajectory is Reference.train's, bit for bit; the Reference and
+the oracle service hold up under concurrent calls. No framework: a least-squares workload with
+a hand gradient, and a stand-in for the oracle's worker pool."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pytest_mlbench import Shape, Workload, adam, data, momentum, reference, sgd, train
+from pytest_mlbench import trajectory as trajectory_module
+from pytest_mlbench.case import CaseId
+from pytest_mlbench.checks import assert_at_step, assert_close, tolerances
+from pytest_mlbench.optim import Optimizer
+from pytest_mlbench.precision import POLICIES
+from pytest_mlbench.reference import OracleService, Reference
+from pytest_mlbench.verify import Context, assert_params_displaced, audit_step_count
+
+SHAPE = Shape({"n": 128, "d": 8})
+WHERE = "numpy eager (lsq-numpy-eager-cpu-fp32) timed round 9 (audited):"
+STEP = 32  # the engine's count of step() calls in the audits below
+
+
+# -- a least-squares workload, its reference and a case's context ----------------------------
+
+def _data(rng: np.random.Generator, dims: Mapping[str, int]) -> dict[str, np.ndarray]:
+    x = rng.standard_normal((dims["n"], dims["d"]))
+    return {"x": x, "y": x @ rng.standard_normal((dims["d"], 1))}
+
+
+def _params(rng: np.random.Generator, dims: Mapping[str, int]) -> dict[str, np.ndarray]:
+    return {"w": 0.1 * rng.standard_normal((dims["d"], 1)),
+            "b": 0.1 * rng.standard_normal((1,))}
+
+
+def _loss(p: Mapping[str, np.ndarray], d: Mapping[str, np.ndarray]) -> float:
+    r = d["x"] @ p["w"] + p["b"] - d["y"]
+    return float(0.5 * np.mean(r * r))
+
+
+def _grad(p: Mapping[str, np.ndarray], d: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    r = d["x"] @ p["w"] + p["b"] - d["y"]
+    return {"w": d["x"].T @ r / len(r), "b": np.mean(r, axis=0)}
+
+
+def workload(optimizer: Optimizer, grad: Callable[..., Any] = _grad) -> Workload:
+    return Workload(name="lsq", summary="least squares", sizes={"smoke": (SHAPE,)},
+                    make_data=_data, make_params=_params, implementations={"numpy": ("eager",)},
+                    tasks=(train(optimizer),), loss=_loss, grad=grad,
+                    flops_per_step=lambda dims: 4 * dims["n"] * dims["d"])
+
+
+def context(optimizer: Optimizer, precision: str = "fp32") -> Context:
+    spec = workload(optimizer)
+    policy = POLICIES[precision]
+    inputs, params = data.seeded_start(spec, SHAPE, 0, policy)
+    cid = CaseId(spec, SHAPE, spec.tasks[0], "numpy", "eager", "cpu", precision)
+    return Context(cid, Reference(spec, SHAPE, 0, "lsq", OracleService()), policy,
+                   tolerances(precision), inputs, params, f"numpy eager ({cid.name})")
+
+
+def reported(params: Mapping[str, np.ndarray], dtype: Any = np.float32,
+             steps: int = STEP) -> dict[str, Any]:
+    """What an audited round's snapshot holds: params at the dtype and the engine's count."""
+    return {"params": {k: np.asarray(v).astype(dtype) for k, v in params.items()},
+            "state": {}, "steps": steps}
+
+
+def flat(params: Mapping[str, np.ndarray]) -> np.ndarray:
+    return np.concatenate([np.ravel(params[k]) for k in sorted(params)])
+
+
+def unflatten(vector: np.ndarray, like: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    out, at = {}, 0
+    for key in sorted(like):
+        out[key] = vector[at:at + like[key].size].reshape(like[key].shape)
+        at += like[key].size
+    return out
+
+
+def drifted(ctx: Context, fraction: float) -> tuple[dict[str, np.ndarray], float]:
+    """The reference's step STEP moved ``fraction`` of the distance to its nearer neighbour,
+    in a random direction (rounding drift): the params and that distance."""
+    states = ctx.reference.trajectory(ctx.cid.task.optimizer, ctx.params, ctx.inputs,
+                                      ctx.dtype).states(STEP - 1, STEP + 1)
+    here = flat(states[STEP][0])
+    gap = min(float(np.linalg.norm(flat(states[s][0]) - here)) for s in (STEP - 1, STEP + 1))
+    direction = np.random.default_rng(7).standard_normal(here.shape)
+    moved = here + fraction * gap * direction / np.linalg.norm(direction)
+    return unflatten(moved, states[STEP][0]), gap
+
+
+# -- the half-step rule on synthetic trajectories --------------------------------------------
+
+def synthetic(steps: int = 48, size: int = 40) -> dict[int, np.ndarray]:
+    """A nearly straight trajectory (a step is 1/32 of the way at step 32, as in training far
+    from convergence), bending a little."""
+    rng = np.random.default_rng(3)
+    start, v, bend = rng.standard_normal(size), rng.standard_normal(size), rng.standard_normal(size)
+    return {k: start + k * v + 0.002 * k * k * bend for k in range(steps + 1)}
+
+
+def test_honest_drift_within_half_a_step_passes_where_the_fixed_tolerance_fails() -> None:
+    r = synthetic()
+    gap = float(np.linalg.norm(r[STEP] - r[STEP - 1]))
+    rng = np.random.default_rng(0)
+    direction = rng.standard_normal(r[STEP].shape)
+    honest = r[STEP] + 0.3 * gap * direction / np.linalg.norm(direction)
+    with pytest.raises(AssertionError, match="differs by"):  # rtol 1e-3 of the displacement
+        assert_close(honest - r[0], r[STEP] - r[0], rtol=1e-3, atol=1e-4)
+    assert_at_step(honest, r, step=STEP)
+    assert_at_step(r[STEP], {s: r[s] for s in (STEP - 1, STEP, STEP + 1)}, step=STEP)
+
+
+@pytest.mark.parametrize(("at", "verdict"), [
+    (STEP - 1, r"nearest the reference's step 31, not 32: 1 step\(s\) behind"),
+    (STEP + 1, r"nearest the reference's step 33, not 32: 1 step\(s\) ahead"),
+    (STEP - 3, r"nearest the reference's step 29, not 32: 3 step\(s\) behind"),
+])
+def test_a_step_behind_or_ahead_fails_naming_the_nearest_step(at: int, verdict: str) -> None:
+    r = synthetic()
+    window = {s: r[s] for s in range(STEP - 8, STEP + 9)}
+    with pytest.raises(AssertionError, match=rf"^x: the parameters are {verdict} \(distance "
+                                             rf"[\d.e+-]+ to step {at}, [\d.e+-]+ to step 32; "
+                                             r"step 32 is [\d.e+-]+ from step 31 and [\d.e+-]+ "
+                                             r"from step 33, and the parameters must be within "
+                                             r"half the nearer, [\d.e+-]+; steps 24 to 40 "
+                                             r"searched.*; outside the trajectory tolerance "
+                                             r"too: w: differs"):
+        assert_at_step(r[at] + 1e-9, window, step=STEP, outside="w: differs", where="x")
+
+
+def test_parameters_off_the_trajectory_fail_as_not_clearly_at_the_step() -> None:
+    r = synthetic()
+    gap = float(np.linalg.norm(r[STEP + 1] - r[STEP]))
+    sideways = np.zeros_like(r[STEP])
+    sideways[0] = 1.0
+    sideways -= sideways @ (r[STEP + 1] - r[STEP - 1]) * (r[STEP + 1] - r[STEP - 1]) \
+        / np.linalg.norm(r[STEP + 1] - r[STEP - 1]) ** 2  # across the trajectory, not along
+    off = r[STEP] + 0.7 * gap * sideways / np.linalg.norm(sideways)
+    with pytest.raises(AssertionError, match=r"the parameters are nearest the reference's step "
+                                             r"32, but not clearly \(distance [\d.e-]+ to step"):
+        assert_at_step(off, r, step=STEP)
+    with pytest.raises(AssertionError, match="non-finite parameters"):
+        assert_at_step(np.full_like(r[STEP], np.nan), r, step=STEP)
+
+
+# -- the audit counted from the seeded start ------------------------------------------------
+
+SLOW = [sgd(0.02), momentum(0.005), adam(0.002)]  # far from converged at step 32
+
+
+@pytest.mark.parametrize("optimizer", SLOW, ids=lambda o: o.name)
+def test_the_audit_passes_honest_drift_beyond_the_fixed_tolerance(optimizer: Optimizer) -> None:
+    ctx = context(optimizer)
+    honest, _ = drifted(ctx, 0.3)
+    expected = ctx.reference.trajectory(optimizer, ctx.params, ctx.inputs, ctx.dtype)
+    with pytest.raises(AssertionError, match=r"displacement of \w: differs by"):
+        assert_params_displaced(ctx, ctx.params, reported(honest)["params"],
+                                expected.state(STEP)[0], STEP, where="fixed tolerance")
+    audit_step_count(ctx, reported(honest), where=WHERE)
+
+
+@pytest.mark.parametrize("optimizer", SLOW, ids=lambda o: o.name)
+@pytest.mark.parametrize(("at", "verdict"), [
+    (STEP - 1, r"31, not 32: 1 step\(s\) behind"), (STEP + 1, r"33, not 32: 1 step\(s\) ahead"),
+    (STEP - 2, r"30, not 32: 2 step\(s\) behind")])
+def test_the_audit_fails_parameters_off_by_steps_naming_the_nearest(
+        optimizer: Optimizer, at: int, verdict: str) -> None:
+    ctx = context(optimizer)
+    params = ctx.reference.trajectory(optimizer, ctx.params, ctx.inputs, ctx.dtype).state(at)[0]
+    with pytest.raises(AssertionError, match=(
+            rf"^{re.escape(WHERE)} 32 step\(s\) from the seeded start \(step\(\) has been called 32 "
+            r"time\(s\); are the reported parameters behind the work, or is work left running "
+            rf"after the round\?\): the parameters are nearest the reference's step {verdict} "
+            r"\(distance [\d.e+-]+ to step \d+, [\d.e+-]+ to step 32; .* outside the trajectory "
+            r"tolerance too: displacement of \w: differs by")):
+        audit_step_count(ctx, reported(params), where=WHERE)
+
+
+def test_the_audit_passes_parameters_within_the_fixed_tolerance_of_a_converged_step() -> None:
+    """Converged, a step moves the parameters by less than float32 resolves: nothing is half
+    a step away, and the tolerance alone passes an honest run."""
+    ctx = context(sgd(0.5))
+    near, gap = drifted(ctx, 0.0)
+    wobble = {k: v * (1 + 1e-4) for k, v in near.items()}  # well inside rtol 1e-3
+    assert float(np.linalg.norm(flat(wobble) - flat(near))) > 0.5 * gap
+    audit_step_count(ctx, reported(wobble), where=WHERE)
+    audit_step_count(ctx, reported(near), where=WHERE)
+
+
+def test_the_audit_counts_up_to_absolute_steps_only() -> None:
+    ctx = context(sgd(0.02))
+    audit_step_count(ctx, reported(ctx.params, steps=129), where=WHERE)  # not checked
+    with pytest.raises(AssertionError, match=r"128 step\(s\) from the seeded start"):
+        audit_step_count(ctx, reported(ctx.params, steps=128), where=WHERE)
+
+
+# -- the cached trajectory is Reference.train's ----------------------------------------------
+
+def assert_same_state(found: tuple[Mapping[str, Any], Mapping[str, Any]],
+                      expected: tuple[Mapping[str, Any], Mapping[str, Any]], what: str) -> None:
+    for tree, other, name in zip(found, expected, ("params", "state"), strict=True):
+        assert set(tree) == set(other), f"{what} {name}: {sorted(tree)} != {sorted(other)}"
+        for key in tree:
+            assert tree[key].dtype == np.float64, f"{what} {name} {key}: {tree[key].dtype}"
+            assert np.array_equal(tree[key], other[key]), f"{what} {name} {key} differs"
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("optimizer", [sgd(0.1), momentum(0.05), adam(0.01)],
+                         ids=lambda o: o.name)
+def test_the_cached_trajectory_is_train_from_the_seeded_start_bit_for_bit(
+        optimizer: Optimizer, precision: str) -> None:
+    ctx = context(optimizer, precision)
+    ref = ctx.reference
+    cached = ref.trajectory(optimizer, ctx.params, ctx.inputs, ctx.dtype)
+    # out of order: forwards, back to the checkpoints, past the head again
+    for steps in (1, 3, 17, 9, 8, 0, 40, 23, 41):
+        losses, params, state = ref.train(optimizer, ctx.params, {}, ctx.inputs, steps,
+                                          ctx.dtype)
+        assert cached.losses(steps) == losses, f"losses of {steps} steps"
+        assert_same_state(cached.state(steps), (params, state), f"after {steps} steps")
+    assert ref.trajectory(optimizer, ctx.params, ctx.inputs, ctx.dtype) is cached
+    other = context(optimizer, "fp64")  # another dtype and start: another trajectory
+    assert ref.trajectory(optimizer, other.params, other.inputs, other.dtype) is not cached
+
+
+def test_checkpoints_replay_the_states_of_a_straight_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Replayed from the checkpoints (stored at the dtype) before them, thinned to fit a
+    budget, every state is the one a straight run passes through; a query replays fewer steps
+    than the checkpoint interval."""
+    ctx, optimizer, steps = context(adam(0.01)), adam(0.01), 70
+    start = data.widen(ctx.params)
+    straight = {0: (start, optimizer.init_state(start))}
+    for step in range(steps):  # Reference.train's steps, one by one
+        _, params, state = ctx.reference.step(optimizer, *straight[step], ctx.inputs, ctx.dtype)
+        straight[step + 1] = (params, state)
+    calls = counted(ctx)
+    stored = sum(v.nbytes for tree in straight[8]
+                 for v in trajectory_module._compact(tree, ctx.dtype).values())
+    monkeypatch.setattr(trajectory_module, "CHECKPOINT_BYTES", int(2.5 * stored))  # two fit
+    fresh = trajectory_module.Trajectory(ctx.reference.step, optimizer, ctx.params, ctx.inputs,
+                                         ctx.dtype, reference.one_blas_thread)
+    fresh.losses(steps)
+    assert fresh.every == 32 and sorted(fresh.checkpoints) == [32, 64], fresh.checkpoints
+    assert all(v.dtype == np.float32 for tree in fresh.checkpoints[32] for k, v in tree.items()
+               if k != "count")
+    for step in reversed(range(steps + 1)):
+        before = calls[0]
+        assert_same_state(fresh.state(step), straight[step], f"step {step}")
+        assert calls[0] - before < fresh.every
+
+
+def test_the_trajectory_leaves_the_value_cache_alone() -> None:
+    ctx = context(momentum(0.05))
+    ref = ctx.reference
+    ref.loss_and_grad(ctx.params, ctx.inputs)
+    kept = dict(ref._cache)
+    ref.trajectory(momentum(0.05), ctx.params, ctx.inputs, ctx.dtype).states(60, 128)
+    assert ref._cache == kept
+
+
+# -- concurrent calls -----------------------------------------------------------------------
+
+def counted(ctx: Context, pause: float = 0.0) -> list[int]:
+    """Count (and slow, by ``pause`` seconds) the reference's gradient evaluations."""
+    calls = [0]
+    spec = ctx.reference.workload
+
+    def grad(p: Any, d: Any) -> Any:
+        calls[0] += 1
+        time.sleep(pause)
+        return _grad(p, d)
+
+    ctx.reference.workload = dataclasses.replace(spec, grad=grad)
+    return calls
+
+
+def together(*jobs: Callable[[], Any]) -> list[Any]:
+    """Run the jobs in threads released at once; their results, or the first error."""
+    barrier = threading.Barrier(len(jobs))
+    results: list[Any] = [None] * len(jobs)
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        barrier.wait()
+        try:
+            results[i] = jobs[i]()
+        except BaseException as exc:  # noqa: BLE001 - re-raised below, in the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(jobs))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    if errors:
+        raise errors[0]
+    return results
+
+
+def test_threads_asking_for_the_same_values_share_one_computation() -> None:
+    ctx = context(adam(0.01))
+    calls = counted(ctx, pause=0.02)
+    ref = ctx.reference
+    values = together(*[lambda: ref.loss_and_grad(ctx.params, ctx.inputs)] * 4)
+    assert calls[0] == 1 and all(v is values[0] for v in values)
+    calls[0] = 0
+    trajectory = ref.trajectory(adam(0.01), ctx.params, ctx.inputs, ctx.dtype)
+    found = together(lambda: trajectory.losses(12), lambda: trajectory.state(12))
+    assert calls[0] == 12
+    losses, params, state = ref.train(adam(0.01), ctx.params, {}, ctx.inputs, 12, ctx.dtype)
+    assert found[0] == losses
+    assert_same_state(found[1], (params, state), "12 steps, from two threads")
+
+
+def test_a_task_is_verified_once_by_threads_asking_together(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx = context(sgd(0.1))
+    ref, runs = ctx.reference, [0]
+
+    def slow_verify(*args: Any) -> None:
+        runs[0] += 1
+        time.sleep(0.05)
+
+    monkeypatch.setattr(ref, "_verify", slow_verify)
+    together(*[lambda: ref.verify(ctx.cid.task, ctx.inputs, ctx.params, None)] * 3)
+    assert runs[0] == 1 and ref.verified == {"sgd"}
+
+
+def test_blas_stays_limited_while_any_thread_is_inside(monkeypatch: pytest.MonkeyPatch) -> None:
+    """threadpool_limits restores a process-wide setting: entered by two threads and left by
+    the first, the second would run unlimited."""
+    limited: list[str] = []
+
+    class Limits:
+        def __init__(self) -> None:
+            limited.append("on")
+
+        def restore_original_limits(self) -> None:
+            limited.append("off")
+
+    monkeypatch.setattr(reference, "_limit_blas", Limits)
+    first, second = reference.one_blas_thread(), reference.one_blas_thread()
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)
+    assert limited == ["on"]
+    second.__exit__(None, None, None)
+    assert limited == ["on", "off"]
+
+
+class FakePool:
+    """The oracle's worker pool, standing in: a call takes a while, and two at once on one
+    pool (interleaved requests on its socket) or a pause during a call are recorded."""
+
+    started: list[FakePool] = []
+
+    def __init__(self, spec: Any, **kwargs: Any) -> None:
+        self.busy, self.clashes, self.paused = False, 0, 0
+        time.sleep(0.02)  # a start takes a while too: a second caller must wait for it
+        FakePool.started.append(self)
+
+    def start(self) -> None:
+        time.sleep(0.02)
+
+    @contextlib.contextmanager
+    def _in_call(self) -> Iterator[None]:
+        self.clashes += self.busy
+        self.busy = True
+        try:
+            time.sleep(0.02)
+            yield
+        finally:
+            self.busy = False
+
+    def call(self, command: str, payload: Any) -> list[Any]:
+        with self._in_call():
+            return [(command, payload)]
+
+    def pause(self) -> None:
+        self.clashes += self.busy
+        self.paused += 1
+
+    def close(self) -> None:
+        self.clashes += self.busy
+
+
+def test_oracle_calls_from_threads_neither_interleave_nor_start_two_pools(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    FakePool.started = []
+    monkeypatch.setattr(reference, "Pool", FakePool)
+    service = OracleService()
+    jobs = [lambda i=i: service.call("value_and_grad", i, "jax") for i in range(4)]
+    answers = together(*jobs, service.pause, lambda: service.call("forward", 9, "torch"))
+    assert answers[:4] == [("value_and_grad", i) for i in range(4)]
+    assert sorted(service.pools) == ["jax", "torch"] and len(FakePool.started) == 2
+    together(lambda: service.call("forward", 1, "jax"), service.close)
+    assert sum(p.clashes for p in FakePool.started) == 0
