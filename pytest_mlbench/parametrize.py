@@ -86,6 +86,8 @@ def case_params(cases: list[CaseId], catalogue: Catalogue,
     for cid in cases:
         missing = frameworks.missing_reason(cid.framework, dict(registry))
         marks = [pytest.mark.skip(reason=missing)] if missing else []
+        if cid.shape.main and cid.task.main:
+            marks.append(pytest.mark.mlbench_main)
         params.append(pytest.param(cid, id=cid.name, marks=marks))
     return params + broken_params(catalogue)
 

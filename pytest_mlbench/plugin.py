@@ -43,6 +43,8 @@ from pytest_mlbench.timing import mark_used, record_rounds
 
 STATE = pytest.StashKey[RunState]()
 MARKER = "mlbench: a pytest-mlbench case (select them with -m mlbench)"
+MAIN_MARKER = ("mlbench_main: a case of the main job, each workload's headline shape and task "
+               "(select them with -m mlbench_main)")
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -73,6 +75,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     state = config.stash[STATE] = RunState(config, settings, registry)
     config.addinivalue_line("markers", MARKER)
+    config.addinivalue_line("markers", MAIN_MARKER)
     config.addinivalue_line("markers", baseline_sessions.MARKER)
     baseline_sessions.register(config, gate_settings)  # --mlbench-save, --mlbench-gate
     if settings.ab:

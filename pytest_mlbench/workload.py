@@ -48,6 +48,7 @@ class Shape:
     label: str = ""
     steps_per_call: int = 1  # steps (or calls) inside one timed round, one sync at its end
     rounds: int | None = None  # fixed timed rounds in all instead of a time budget
+    main: bool = True  # in the main job (``-m mlbench_main``); a sweep keeps its headline point
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ class Task:
     optimizer: Optimizer | None = None
     transform: str | None = None
     flops: Callable[[Dims], int] | None = None  # per step; None: the workload's flops_per_step
+    main: bool = True  # in the main job (``-m mlbench_main``) when its shape is too
 
     def describe(self) -> str:
         if self.kind == "train":
@@ -72,19 +74,20 @@ class Task:
 
 
 def train(optimizer: Optimizer, label: str | None = None,
-          flops: Callable[[Dims], int] | None = None) -> Task:
-    return Task("train", label or optimizer.name, optimizer=optimizer, flops=flops)
+          flops: Callable[[Dims], int] | None = None, main: bool = True) -> Task:
+    return Task("train", label or optimizer.name, optimizer=optimizer, flops=flops, main=main)
 
 
-def infer(label: str = "infer", flops: Callable[[Dims], int] | None = None) -> Task:
-    return Task("infer", label, flops=flops)
+def infer(label: str = "infer", flops: Callable[[Dims], int] | None = None,
+          main: bool = True) -> Task:
+    return Task("infer", label, flops=flops, main=main)
 
 
 def transform(name: str, label: str | None = None,
-              flops: Callable[[Dims], int] | None = None) -> Task:
+              flops: Callable[[Dims], int] | None = None, main: bool = True) -> Task:
     if name not in TRANSFORMS:
         raise ValueError(f"transform {name!r}: choose from {', '.join(TRANSFORMS)}")
-    return Task("transform", label or name, transform=name, flops=flops)
+    return Task("transform", label or name, transform=name, flops=flops, main=main)
 
 
 @dataclass(frozen=True)

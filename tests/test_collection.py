@@ -98,6 +98,25 @@ def test_shape_labels_join_the_id_and_k_selects(pytester: pytest.Pytester) -> No
                                  "*1/4 tests collected (3 deselected)*"])
 
 
+def test_main_marker_selects_the_headline_shape_and_task_only(pytester: pytest.Pytester) -> None:
+    """-m mlbench_main (the main job) keeps the shapes and tasks a spec marks main: the sweep's
+    other points and the other tasks are deselected, and --strict-markers knows the marker."""
+    make_suite(pytester)
+    spec = pytester.path / "suites" / "toy" / "spec.py"
+    text = spec.read_text()
+    text = text.replace('Shape({"n": 64}, "n64")', 'Shape({"n": 64}, "n64", main=False)')
+    text = text.replace("from pytest_mlbench import Shape, Workload",
+                        "from pytest_mlbench import Shape, Workload, sgd, train")
+    text = text.replace("learning_rate=0.1,", "tasks=(train(sgd(0.1)), "
+                                              "train(sgd(0.05), 'slow', main=False)),")
+    spec.write_text(text)
+    result = pytester.runpytest("--collect-only", "-q", "--strict-markers", "suites",
+                                "--mlbench-size=paper", "-m", "mlbench_main",
+                                "-k", "test_train_step")
+    result.stdout.fnmatch_lines(["*test_train_step[[]toy-n256-sgd-numpy-eager-cpu-fp32[]]",
+                                 "*1/6 tests collected (5 deselected)*"])
+
+
 def test_the_suite_passes_checked_but_untimed(pytester: pytest.Pytester) -> None:
     make_suite(pytester)
     result = pytester.runpytest("suites", "--mlbench-size=smoke", "--benchmark-disable")

@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pytest_mlbench.options import DEFAULT_PROCESSES  # noqa: E402
+from pytest_mlbench.options import GATE_PROCESSES  # noqa: E402
 
 KEYWORD = "test_case and mlp- and not mlp_"  # the mlp group, not the layer-API mlp_layers
 
@@ -106,7 +106,7 @@ def main() -> int:
     cli.add_argument("--phases", default="",
                      help="comma list of phases to run instead (unchanged, slower, busy)")
     cli.add_argument("--threshold", default="10%")
-    cli.add_argument("--processes", type=int, default=DEFAULT_PROCESSES)
+    cli.add_argument("--processes", type=int, default=GATE_PROCESSES)
     cli.add_argument("--threads", default="1", help="compute threads (the main job's: 1)")
     cli.add_argument("--size", default="default")
     cli.add_argument("--keyword", default=KEYWORD)
