@@ -60,7 +60,8 @@ def _cells(impl: str, m: Measure, est: stats.Estimate, ref: Measure) -> list[str
             f"{ratio.value:.2f}" if ratio else "1.00",
             tables.interval(ratio.next_low, ratio.next_high, ".2f") if ratio else "reference",
             _number(m.gflops, ".2f"), _number(m.utilisation, ".0%"),
-            _number(m.compile_s, ".3f"), procs_by_rounds(m), flag(est)]
+            _number(m.compile_s, ".3f"), procs_by_rounds(m),
+            "; ".join(note for note in (flag(est), faults(m)) if note)]
 
 
 def _number(value: float | None, fmt: str) -> str:
@@ -72,6 +73,20 @@ def procs_by_rounds(m: Measure) -> str:
     counts = [len(p) for p in m.passes if p]
     each = str(counts[0]) if min(counts) == max(counts) else f"{min(counts)}-{max(counts)}"
     return f"{len(counts)} x {each}"
+
+
+FAULTS_NOTE = 64  # page faults a timed step from which the table shows them (~0.1 ms here)
+
+
+def faults(m: Measure) -> str:
+    """``page faults 12-16059 a step`` when some process mapped memory in while timed (the
+    allocator is set up so that none should: engine/allocator.py); the spread shows whether
+    they explain an unstable figure."""
+    if not m.faults_per_step or max(m.faults_per_step) < FAULTS_NOTE:
+        return ""
+    low, high = min(m.faults_per_step), max(m.faults_per_step)
+    span = f"{low:.0f}" if round(low) == round(high) else f"{low:.0f}-{high:.0f}"
+    return f"page faults {span} a step"
 
 
 def flag(est: stats.Estimate) -> str:

@@ -84,6 +84,17 @@ def test_unstable_figures_show_their_modes() -> None:
     assert line.endswith("unstable: spread 124%, modes 0.72 | 1.61 ms")
 
 
+def test_page_faults_while_timed_are_shown_only_when_there_are_some() -> None:
+    passes = tuple((1e-3,) * 10 for _ in range(3))
+    quiet = Record(identity(), "x", measure(1e-3).__class__(1, passes, faults_per_step=(0, 2, 1)))
+    (line,) = report.normalised_table([quiet])[2:]
+    assert "page faults" not in line
+    loud = Record(identity(), "x", measure(1e-3).__class__(1, passes,
+                                                           faults_per_step=(3, 16059, 12)))
+    (line,) = report.normalised_table([loud])[2:]
+    assert line.endswith("page faults 3-16059 a step")
+
+
 def test_records_without_a_measure_are_left_out_and_long_names_align() -> None:
     long = record("jax-" + "very-long-variant-name" * 3, 3e-3)
     lines = report.normalised_table([record(), record("numpy-eager", None), long])

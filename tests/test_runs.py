@@ -75,6 +75,13 @@ BAD: dict[str, tuple[str | bytes, str]] = {
     "steps-zero": (edit(lambda r: _set(_measure(r), "steps_per_call", 0)), r"positive integer"),
     "cycles-text": (edit(lambda r: _set(_measure(r), "cycles", [["a"]] * 5)),
                     r"'cycles'"),
+    "faults-text": (edit(lambda r: _set(_measure(r), "faults_per_step", ["many"] * 3)),
+                    r"'faults_per_step' must list, per process, a non-negative number"),
+    "faults-count": (edit(lambda r: _set(_measure(r), "faults_per_step", [0.0])),
+                     r"'faults_per_step' must list, per process"),
+    "faults-negative": (edit(lambda r: _set(_measure(r), "faults_per_step",
+                                            [-1.0] * len(_measure(r)["passes"]))),
+                        r"'faults_per_step' must list, per process, a non-negative number"),
     "identity-missing": (edit(lambda r: r["benchmarks"][0]["extra_info"]["mlbench"].pop(
         "identity")), r"'identity' is not an object"),
     "dims-text": (edit(lambda r: _set(r["benchmarks"][0]["extra_info"]["mlbench"]["identity"],

@@ -50,7 +50,7 @@ def command(args: argparse.Namespace, out: Path) -> list[str]:
     return [sys.executable, "-m", "pytest", "suites/test_workloads.py", "-q",
             "-p", "no:cacheprovider", "-k", args.keyword, f"--mlbench-size={args.size}",
             "--mlbench-workers=1", f"--mlbench-processes={args.processes}",
-            f"--mlbench-threads={args.threads}",
+            f"--mlbench-threads={args.threads}", f"--benchmark-max-time={args.max_time}",
             f"--mlbench-ab=python:{sys.executable}", f"--benchmark-json={out}",
             f"--mlbench-gate-threshold={args.threshold}"]
 
@@ -107,6 +107,8 @@ def main() -> int:
                      help="comma list of phases to run instead (unchanged, slower, busy)")
     cli.add_argument("--threshold", default="10%")
     cli.add_argument("--processes", type=int, default=GATE_PROCESSES)
+    cli.add_argument("--max-time", type=float, default=0.5,
+                     help="--benchmark-max-time a side (the example workflow's)")
     cli.add_argument("--threads", default="1", help="compute threads (the main job's: 1)")
     cli.add_argument("--size", default="default")
     cli.add_argument("--keyword", default=KEYWORD)
