@@ -3,16 +3,18 @@
 Its GFLOP/s (``extra_info["gflops"]``) says how fast this machine's BLAS is right now, so a
 report can tell a slower machine from a slower framework and normalise step times across
 machines (``mlbench report --machines``). Keep it in any ``-k`` selection: ``-k "control or
-..."``."""
+..."``; it is part of the main job (``-m mlbench_main``)."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 N = 512  # fixed forever: changing it breaks comparisons with every saved run
 FLOPS = 2 * N**3
 
 
+@pytest.mark.mlbench_main
 def test_control_matmul(benchmark):
     rng = np.random.default_rng(0)
     a = rng.standard_normal((N, N)).astype(np.float32)

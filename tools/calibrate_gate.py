@@ -12,6 +12,9 @@ unchanged tree is a false alarm. Three phases, ``--runs`` sessions each:
               session to fail, every implementation SLOWER;
   busy        A/A while a busy loop occupies one core for the whole session: expect 0.
 
+The phases take turns, session by session. ``--json FILE`` keeps every trial as it ends;
+``--read FILE`` summarises kept trials.
+
 Prints a Markdown summary for docs/GATE.md (and writes every trial with --json).
 """
 
@@ -113,6 +116,8 @@ def main() -> int:
     cli.add_argument("--size", default="default")
     cli.add_argument("--keyword", default=KEYWORD)
     cli.add_argument("--json", type=Path, default=None, help="also write every trial here")
+    cli.add_argument("--read", type=Path, default=None,
+                     help="summarise the trials a --json file holds instead of running any")
     args = cli.parse_args()
     phases = ["unchanged", "slower"] + (["busy"] if args.busy else [])
     if args.phases:
@@ -121,16 +126,22 @@ def main() -> int:
         if unknown:
             cli.error(f"unknown phase(s) {', '.join(sorted(unknown))}; choose from unchanged, "
                       "slower, busy")
-    trials = []
-    with tempfile.TemporaryDirectory(prefix="mlbench-calib-") as tmp:
-        for phase in phases:
+    trials: list[Trial] = []
+    if args.read:
+        trials = [Trial(**t) for t in json.loads(args.read.read_text())]
+        phases = [p for p in ("unchanged", "slower", "busy") if any(t.phase == p for t in trials)]
+    else:
+        # the phases take turns (unchanged, slower, busy, unchanged, ...): a slow hour of the
+        # host falls on every phase alike, and a stopped calibration has every phase in it
+        with tempfile.TemporaryDirectory(prefix="mlbench-calib-") as tmp:
             for i in range(args.runs):
-                trials.append(trial(args, phase, Path(tmp, f"{phase}-{i}.json")))
-                t = trials[-1]
-                print(f"{phase} {i + 1}/{args.runs}: exit {t.exit_code} in {t.seconds:.0f} s",
-                      file=sys.stderr, flush=True)
-    if args.json:
-        args.json.write_text(json.dumps([asdict(t) for t in trials], indent=1))
+                for phase in phases:
+                    trials.append(trial(args, phase, Path(tmp, f"{phase}-{i}.json")))
+                    t = trials[-1]
+                    print(f"{phase} {i + 1}/{args.runs}: exit {t.exit_code} in {t.seconds:.0f} s",
+                          file=sys.stderr, flush=True)
+                    if args.json:  # after every trial: an interrupted calibration keeps them
+                        args.json.write_text(json.dumps([asdict(t) for t in trials], indent=1))
     print(f"`python tools/calibrate_gate.py --runs {args.runs} --slowdown {args.slowdown}"
           f"{' --busy' if args.busy else ''}"
           f"{f' --phases {args.phases}' if args.phases else ''}`, {args.processes} processes a side, "
