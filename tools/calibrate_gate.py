@@ -142,6 +142,8 @@ def main() -> int:
                           file=sys.stderr, flush=True)
                     if args.json:  # after every trial: an interrupted calibration keeps them
                         args.json.write_text(json.dumps([asdict(t) for t in trials], indent=1))
+    if args.read:
+        print(f"{len(trials)} trials read from {args.read}:")
     print(f"`python tools/calibrate_gate.py --runs {args.runs} --slowdown {args.slowdown}"
           f"{' --busy' if args.busy else ''}"
           f"{f' --phases {args.phases}' if args.phases else ''}`, {args.processes} processes a side, "
