@@ -27,6 +27,7 @@ built, checked, run once (audited) and checked again, one job per core at once.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import shutil
 import tempfile
@@ -42,7 +43,7 @@ from pytest_mlbench.case import CaseId
 from pytest_mlbench.catalogue import Catalogue
 from pytest_mlbench.checks import assert_plausible, tolerances
 from pytest_mlbench.engine import threads as threading_
-from pytest_mlbench.engine.launcher import WorkerError
+from pytest_mlbench.engine.launcher import Launch, WorkerError
 from pytest_mlbench.engine.workers import (
     CaseError,
     CaseFailed,
@@ -131,8 +132,9 @@ def key_of(side: Side, cid: CaseId) -> str:
 class Campaign:
     def __init__(self, lanes: Sequence[Lane], plan: Plan, registry: Mapping[str, str],
                  oracle: OracleService, progress: Callable[[str], None] = lambda line: None,
-                 ) -> None:
+                 launch: Launch | None = None) -> None:
         self.plan, self.registry, self.oracle, self.progress = plan, registry, oracle, progress
+        self.launch = launch  # what every worker starts from (default: this process, then)
         self.states: dict[str, CaseState] = {}
         for lane in lanes:
             for cid in lane.cases:
@@ -156,9 +158,10 @@ class Campaign:
         passes = self.plan.processes if self.plan.timing else 1
         self.caches = tempfile.mkdtemp(prefix="mlbench-caches-")
         try:
-            # the parent's own NumPy (references, audits) on one BLAS thread for the whole
-            # campaign: it never leaves spinning threads on a core, and threads share it
-            with one_blas_thread():
+            # the parent's own NumPy (references, audits) on one BLAS thread for a campaign
+            # that times: it never leaves spinning threads on a core, and threads share it.
+            # One that times nothing may run beside other tests: it leaves BLAS as it is.
+            with one_blas_thread() if self.plan.timing else contextlib.nullcontext():
                 for p in range(passes):
                     if self.plan.timing:
                         self._pass(p, passes, started)
@@ -315,7 +318,8 @@ class Campaign:
 
     def _new_pool(self, key: PoolKey, side: Side, compiler: bool) -> FrameworkPool:
         return FrameworkPool(key, self.registry[key.framework], self.plan.threads,
-                             self.plan.affinity, self.caches, side=side, compiler=compiler)
+                             self.plan.affinity, self.caches, side=side, compiler=compiler,
+                             launch=self.launch)
 
     def _compiled(self, key: PoolKey) -> bool:
         """Does any live case of this pool use a compiler (anything but eager)?"""

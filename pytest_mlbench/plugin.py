@@ -9,6 +9,7 @@ the plugin.
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import Any
 
 import numpy as np
@@ -135,6 +136,19 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     config.stash[STATE].own_items = True
     for item in own:
         item.add_marker("mlbench")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
+    state = item.config.stash.get(STATE, None)
+    ours = state if state is not None and state.own_items else None
+    if ours is not None:
+        ours.begin(item.session)  # a session that times nothing checks its cases meanwhile
+    try:
+        return (yield)
+    finally:
+        if ours is not None:
+            ours.flush()  # the campaign's progress lines, between tests
 
 
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:

@@ -24,7 +24,7 @@ import numpy as np
 
 from pytest_mlbench import data
 from pytest_mlbench.checks import assert_close, assert_grad_matches_finite_differences
-from pytest_mlbench.engine.launcher import Pool, WorkerSpec
+from pytest_mlbench.engine.launcher import Launch, Pool, WorkerSpec
 from pytest_mlbench.errors import Unavailable
 from pytest_mlbench.optim import Optimizer
 from pytest_mlbench.trajectory import Trajectory
@@ -99,9 +99,11 @@ class OracleService:
     interleave), and a pause or close waits for the call in flight (a worker stopped mid-call
     would leave its caller waiting out the timeout)."""
 
-    def __init__(self, python: str = "", path: tuple[str, ...] = ()) -> None:
+    def __init__(self, python: str = "", path: tuple[str, ...] = (),
+                 launch: Launch | None = None) -> None:
         self.pools: dict[str, Pool] = {}
         self.python, self.path = python, path
+        self.launch = launch  # what its workers start from (default: this process, then)
         self._lock = threading.Lock()  # self.pools and self._locks
         self._locks: dict[str, threading.Lock] = {}
 
@@ -128,7 +130,7 @@ class OracleService:
         if pool is None:
             spec = WorkerSpec("pytest_mlbench.engine.oracle:build", 1, {"backend": name},
                               {"JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEVICES": ""},
-                              self.python, self.path)
+                              self.python, self.path, launch=self.launch)
             pool = Pool(spec, start_timeout=180.0, timeout=600.0)
             try:
                 pool.start()

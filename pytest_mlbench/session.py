@@ -2,14 +2,21 @@
 campaign and its outcomes. plugin.py wires pytest to it; it never touches pytest internals
 beyond the session's items and pytest-benchmark's options.
 
-The campaign is lazy: it runs, for every selected case at once, when the first case's test
-asks for its outcome. A session that collects no mlbench case never discovers workloads, never
-starts a worker and never adds anything to pytest-benchmark's output.
+The campaign runs, for every selected case at once, on a thread of its own: a session that
+times starts it when the first case's test asks for its outcome and waits for it there (nothing
+else runs while it times); a session that times nothing (``--benchmark-disable``) starts it as
+the first test of the session starts, so that its cases are checked while the session's other
+tests run, and the first case waits for what is left. Its workers start from the process as it
+was then (``Launch``): a test's monkeypatched environment never reaches them. Its progress
+lines are written by the main thread, between tests, so they never pass another test's output
+capture. A session that collects no mlbench case never discovers workloads, never starts a
+worker and never adds anything to pytest-benchmark's output.
 """
 
 from __future__ import annotations
 
 import contextlib
+import queue
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,6 +29,7 @@ from pytest_mlbench.ab import BASE, ABSession, BaseSide
 from pytest_mlbench.campaign import Campaign, Lane, Outcome, Plan, key_of
 from pytest_mlbench.case import CaseId
 from pytest_mlbench.catalogue import Catalogue
+from pytest_mlbench.engine.launcher import Launch
 from pytest_mlbench.engine.workers import Side
 from pytest_mlbench.options import Settings
 from pytest_mlbench.record import Record
@@ -44,6 +52,11 @@ class RunState:
         self._writing = threading.Lock()
         self.ab: ABSession | None = None  # --mlbench-ab: the judge, and the base side
         self.base: BaseSide | None = None
+        self._campaign: Campaign | None = None
+        self._thread: threading.Thread | None = None
+        self._runnable: dict[str, CaseId] = {}
+        self._found: dict[str, Outcome] | BaseException | None = None  # the thread's result
+        self._lines: queue.SimpleQueue[str] = queue.SimpleQueue()  # progress, for the main thread
 
     @property
     def root(self) -> Path:
@@ -74,20 +87,81 @@ class RunState:
                     max_time=float(opt("benchmark_max_time", 1.0) or 1.0),
                     min_rounds=int(opt("benchmark_min_rounds", 5) or 5))
 
+    @property
+    def campaign_started(self) -> bool:
+        return self._thread is not None
+
+    def begin(self, session: pytest.Session) -> None:
+        """As the session's first test starts: a campaign that times nothing starts now, beside
+        the other tests (a timed one waits for its first case, so that nothing runs beside it)."""
+        if self.own_items and self._thread is None and not self.plan().timing \
+                and self._selected(session):
+            self._start(session)
+
+    def _selected(self, session: pytest.Session) -> dict[str, CaseId]:
+        return {c.name: c for c in (_case_of(item) for item in session.items)
+                if isinstance(c, CaseId) and not _skipped(c, self.registry)}
+
+    def _start(self, session: pytest.Session) -> None:
+        self._runnable = self._selected(session)
+        entries = {name: frameworks.entry(self.registry[name]) for name in self.registry}
+        lanes = [Lane(Side(root=str(self.root)), self.catalogue, tuple(self._runnable.values()))]
+        if self.base is not None:
+            lanes.append(self._base_lane(self._runnable))
+        self.oracle.launch = launch = Launch.now()
+        self._campaign = Campaign(lanes, self.plan(), entries, self.oracle, self._lines.put,
+                                  launch)
+        self._thread = threading.Thread(target=self._run, args=(self._campaign,), daemon=True,
+                                        name="mlbench-campaign")
+        self._thread.start()
+
+    def _run(self, campaign: Campaign) -> None:
+        try:
+            self._found = campaign.run()
+        except BaseException as exc:  # handed to the main thread, which raises it
+            self._found = exc
+
     def outcome(self, cid: CaseId, session: pytest.Session) -> Outcome:
         if self.outcomes is None:
-            selected = [c for c in (_case_of(item) for item in session.items)
-                        if isinstance(c, CaseId) and not _skipped(c, self.registry)]
-            runnable = {c.name: c for c in selected}
-            entries = {name: frameworks.entry(self.registry[name]) for name in self.registry}
-            lanes = [Lane(Side(root=str(self.root)), self.catalogue, tuple(runnable.values()))]
-            if self.base is not None:
-                lanes.append(self._base_lane(runnable))
-            campaign = Campaign(lanes, self.plan(), entries, self.oracle, self.progress)
-            self.outcomes = campaign.run()
-            self._judge_ab(runnable)
+            if self._thread is None:
+                self._start(session)
+            self._wait()
+            found = self._found
+            if isinstance(found, BaseException):
+                raise found
+            assert found is not None
+            self.outcomes = found
+            self._judge_ab(self._runnable)
         return self.outcomes.get(cid.name) or Outcome(
             "error", f"{cid.name} was not part of this session's campaign")
+
+    def _wait(self) -> None:
+        """Until the campaign's thread ends, writing its progress lines as they come; Ctrl-C
+        cancels the campaign (its workers end) before it goes on."""
+        assert self._thread is not None and self._campaign is not None
+        try:
+            while self._thread.is_alive():
+                self._thread.join(0.2)
+                self.flush()
+        except BaseException:
+            self._stop()
+            raise
+        self.flush()
+
+    def _stop(self) -> None:
+        if self._thread is not None and self._campaign is not None and self._thread.is_alive():
+            self._campaign.cancel()
+            self._thread.join()
+
+    def flush(self) -> None:
+        """The campaign's progress lines so far, from the main thread (between tests, or while
+        a case's test waits for the campaign)."""
+        while True:
+            try:
+                line = self._lines.get_nowait()
+            except queue.Empty:
+                return
+            self.progress(line)
 
     def _base_lane(self, runnable: Mapping[str, CaseId]) -> Lane:
         """The base revision's cases of the same names, from the base's own catalogue."""
@@ -104,8 +178,8 @@ class RunState:
                        for name, cid in runnable.items()})
 
     def progress(self, line: str) -> None:
-        """A line on the terminal now, past pytest's output capture (the campaign runs inside
-        the first case's test), the way pytest's live logging writes; from any thread."""
+        """A line on the terminal now, past pytest's output capture (a case's test may be
+        waiting for the campaign), the way pytest's live logging writes; main thread only."""
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         capture = self.config.pluginmanager.get_plugin("capturemanager")
         if reporter is None:
@@ -118,6 +192,7 @@ class RunState:
                 reporter.write_line(line)
 
     def close(self) -> None:
+        self._stop()  # a session that ends early (-x, Ctrl-C) ends a campaign still running
         self.oracle.close()
         if self.base is not None:
             self.base.close()

@@ -4,6 +4,10 @@ fixtures for users' own tests."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+
+import psutil
 import pytest
 
 TEST_MODULE = """
@@ -121,6 +125,57 @@ def test_the_suite_passes_checked_but_untimed(pytester: pytest.Pytester) -> None
     make_suite(pytester)
     result = pytester.runpytest("suites", "--mlbench-size=smoke", "--benchmark-disable")
     result.assert_outcomes(passed=2)
+
+
+BESIDE = """
+import os, time
+from pytest_mlbench.plugin import STATE
+
+def test_0_runs_first(request):
+    state = request.config.stash[STATE]
+    assert state.campaign_started is (os.environ["EXPECT"] == "started")
+    if os.environ["EXPECT"] == "fail":
+        assert False, "a test that fails before the cases"
+"""
+
+
+@pytest.mark.parametrize("mode", ["check", "time"])
+def test_a_session_that_times_nothing_checks_its_cases_beside_the_other_tests(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    """--benchmark-disable: the campaign starts with the session's first test (its progress
+    comes between tests, its workers from the environment as it was then); a timed session
+    starts it at its first case, with nothing else running."""
+    make_suite(pytester)
+    pytester.makepyfile(**{"suites/test_0_beside": BESIDE})
+    monkeypatch.setenv("EXPECT", "started" if mode == "check" else "lazy")
+    timing = ["--benchmark-disable"] if mode == "check" else ["--benchmark-max-time=0.05",
+                                                              "--mlbench-processes=1"]
+    result = pytester.runpytest("suites", "--mlbench-size=smoke", "-p", "no:cacheprovider",
+                                *timing)
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*mlbench [[]process 1/1[]] toy*"])
+
+
+def test_a_session_ended_early_ends_its_campaign(pytester: pytest.Pytester,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """-x stops at a failing test before any case: the campaign running beside it is
+    cancelled, no worker outlives the session, no thread reports an exception."""
+    make_suite(pytester)
+    pytester.makepyfile(**{"suites/test_0_beside": BESIDE})
+    owner = f"ended-early-{os.getpid()}"
+    monkeypatch.setenv("EXPECT", "fail")
+    monkeypatch.setenv("MLBENCH_TEST_OWNER", owner)
+    result = pytester.runpytest("suites", "--mlbench-size=smoke", "--benchmark-disable", "-x",
+                                "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    assert "Exception in thread" not in result.stdout.str() + result.stderr.str()
+    left = []
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if child.status() != psutil.STATUS_ZOMBIE \
+                    and child.environ().get("MLBENCH_TEST_OWNER") == owner:
+                left.append(child.pid)
+    assert left == []
 
 
 def test_missing_framework_skips_naming_the_extra(pytester: pytest.Pytester) -> None:

@@ -5,16 +5,18 @@ misbehave on purpose are in pytest_mlbench/engine/faults.py."""
 
 from __future__ import annotations
 
-import multiprocessing
+import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 
 from pytest_mlbench.engine.launcher import (
+    Launch,
     Pool,
     WorkerCrashed,
     WorkerError,
@@ -25,27 +27,51 @@ from pytest_mlbench.engine.launcher import (
 FAULTY = "pytest_mlbench.engine.faults:faulty"
 
 
-def _children() -> set[int]:
-    """Live descendants of this process, minus multiprocessing's shared resource tracker
-    (started once by the first spawn, by design long-lived, owned by no test)."""
+MINE = "MLBENCH_TEST_OWNER"  # marks the workers a test starts (see no_leftovers)
+
+
+def _children(owner: str) -> set[int]:
+    """Live descendants of this process started while ``owner`` was in the environment: the
+    test's own, not the workers of a campaign running beside it (a session that times nothing
+    checks its cases meanwhile, its workers started from the environment as it was then)."""
     out = set()
     for child in psutil.Process().children(recursive=True):
         try:
             if child.is_running() and child.status() != psutil.STATUS_ZOMBIE \
-                    and "resource_tracker" not in " ".join(child.cmdline()):
+                    and child.environ().get(MINE) == owner:
                 out.add(child.pid)
-        except psutil.NoSuchProcess:
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
     return out
 
 
 @pytest.fixture
-def no_leftovers() -> Any:
-    """Fails the test if it leaves a process running that was not there before."""
-    before = _children()
+def no_leftovers(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Fails the test if it leaves a process running that it started."""
+    owner = request.node.nodeid
+    monkeypatch.setenv(MINE, owner)
     yield
-    assert multiprocessing.active_children() == []
-    assert _children() - before == set()
+    assert _children(owner) == set()
+
+
+def test_a_pool_started_from_a_launch_snapshot_ignores_later_changes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_leftovers: None) -> None:
+    """A campaign beside other tests takes the process's state once: a variable set, a path
+    inserted or a folder changed afterwards (as a test's monkeypatch does) never reaches its
+    workers; a pool without a snapshot starts from the process as it is."""
+    monkeypatch.setenv("MLBENCH_PROBE", "before")
+    launch = Launch.now()
+    monkeypatch.setenv("MLBENCH_PROBE", "after")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with Pool(WorkerSpec(FAULTY, 1, {}, launch=launch), start_timeout=30.0) as pool:
+        seen = pool.call("environment", ("MLBENCH_PROBE", "PYTHONPATH"))[0]
+    assert seen["MLBENCH_PROBE"] == "before" and seen["cwd"] == launch.cwd != str(tmp_path)
+    assert str(tmp_path) not in seen["PYTHONPATH"].split(os.pathsep)
+    with Pool(WorkerSpec(FAULTY, 1, {}), start_timeout=30.0) as pool:
+        seen = pool.call("environment", ("MLBENCH_PROBE", "PYTHONPATH"))[0]
+    assert seen["MLBENCH_PROBE"] == "after" and seen["cwd"] == str(tmp_path)
+    assert str(tmp_path) in seen["PYTHONPATH"].split(os.pathsep)
 
 
 def _pool(world: int = 2, timeout: float = 3.0, **config: Any) -> Pool:

@@ -9,7 +9,8 @@ from typing import Any
 
 
 class Faulty:
-    """Echoes payloads; on ``fault_rank`` it raises or sleeps forever when ``fault_at``
+    """Echoes payloads (``environment`` answers with the named variables and the working
+    folder); on ``fault_rank`` it raises or sleeps forever when ``fault_at``
     (``setup`` or a command name) comes, or exits hard on ``exit``, as ``config`` asks."""
 
     def __init__(self, rank: int, world: int, config: dict[str, Any]) -> None:
@@ -29,6 +30,8 @@ class Faulty:
 
     def __call__(self, command: str, payload: Any) -> Any:
         self._maybe_fail(command)
+        if command == "environment":  # what the worker started from: variables and folder
+            return {**{name: os.environ.get(name, "") for name in payload}, "cwd": os.getcwd()}
         return {"rank": self.rank, "pid": os.getpid(), "payload": payload}
 
     def close(self) -> None:

@@ -56,11 +56,29 @@ class Handler(Protocol):
 
 
 @dataclass(frozen=True)
+class Launch:
+    """What a worker starts from: the environment, the import path and the working folder,
+    taken at one moment. A campaign that runs beside other tests (a session that times nothing
+    checks its cases while the rest of the session runs) takes it as it starts: a test's
+    monkeypatched variable, inserted path or changed folder never reaches its workers."""
+
+    environ: Mapping[str, str]
+    path: tuple[str, ...]
+    cwd: str
+
+    @classmethod
+    def now(cls) -> Launch:
+        return cls(dict(os.environ), tuple(p for p in sys.path if p and os.path.isdir(p)),
+                   os.getcwd())
+
+
+@dataclass(frozen=True)
 class WorkerSpec:
     """What to start: ``target`` is ``"module:function"``, importable in the worker, returning a
     Handler; ``env`` is applied before that import (XLA_FLAGS must precede jax); ``python``
     and ``path`` choose the interpreter and the code the worker imports (default: this ones);
-    ``cores[rank]``, when given, is the set of cores rank may run on."""
+    ``cores[rank]``, when given, is the set of cores rank may run on; ``launch`` what the
+    worker starts from (default: this process as the pool spawns)."""
 
     target: str
     world: int
@@ -69,6 +87,7 @@ class WorkerSpec:
     python: str = ""
     path: Sequence[str] = ()
     cores: Sequence[Sequence[int]] = ()
+    launch: Launch | None = None
 
 
 def free_loopback_port() -> int:
@@ -111,10 +130,9 @@ def worker_main(rank: int, spec: WorkerSpec, conn: Connection) -> None:
         conn.close()
 
 
-def _child_env(spec: WorkerSpec) -> dict[str, str]:
-    env = dict(os.environ)
-    path = list(spec.path) or [p for p in sys.path if p and os.path.isdir(p)]
-    env["PYTHONPATH"] = os.pathsep.join(path)
+def _child_env(spec: WorkerSpec, launch: Launch) -> dict[str, str]:
+    env = dict(launch.environ)
+    env["PYTHONPATH"] = os.pathsep.join(list(spec.path) or launch.path)
     env.update(spec.env)
     env["PYTHONUNBUFFERED"] = "1"
     return env
@@ -160,7 +178,8 @@ class Pool:
         """Start the worker processes without waiting for them (``started`` waits): several
         pools can import their frameworks at once. Call it from the thread that will own the
         pool: workers die with the thread that spawned them (PR_SET_PDEATHSIG)."""
-        env = _child_env(self.spec)
+        launch = self.spec.launch or Launch.now()
+        env = _child_env(self.spec, launch)
         for rank in range(self.spec.world):
             parent, child = socket.socketpair()
             cmd = [self.spec.python or sys.executable, "-m", "pytest_mlbench.engine.child",
@@ -168,7 +187,7 @@ class Pool:
             cores = self.spec.cores[rank] if rank < len(self.spec.cores) else ()
             if cores:
                 cmd.append(",".join(map(str, cores)))
-            proc = subprocess.Popen(cmd, env=env, pass_fds=(child.fileno(),),
+            proc = subprocess.Popen(cmd, env=env, cwd=launch.cwd, pass_fds=(child.fileno(),),
                                     stdin=subprocess.DEVNULL, start_new_session=False)
             child.close()  # the parent keeps one end only, so a dead worker reads as EOF
             conn = Connection(parent.detach())

@@ -15,7 +15,7 @@ from typing import Any
 
 from pytest_mlbench.engine import allocator
 from pytest_mlbench.engine import threads as threading_
-from pytest_mlbench.engine.launcher import Pool, WorkerSpec, free_loopback_port
+from pytest_mlbench.engine.launcher import Launch, Pool, WorkerSpec, free_loopback_port
 
 TARGET = "pytest_mlbench.engine.worker:build"
 START_TIMEOUT_S = 300.0  # spawn + import tensorflow + warm-up on a loaded 2-core machine
@@ -62,6 +62,7 @@ class FrameworkPool:
     caches: str  # the session's compile-cache folder ("" for none)
     side: Side = field(default_factory=Side)
     compiler: bool = True  # warm the framework's compiler up at start (it serves compiled cases)
+    launch: Launch | None = None  # what the workers start from (default: this process, now)
     pool: Pool | None = None
     info: list[dict[str, Any]] = field(default_factory=list)
 
@@ -71,15 +72,17 @@ class FrameworkPool:
 
     def spawn(self) -> None:
         """Start the processes (see Pool.spawn); ``started`` waits for them."""
-        world, env, cores, dp = self._layout()
+        launch = self.launch or Launch.now()
+        world, env, cores, dp = self._layout(launch.environ)
         threads = self.per_worker_threads(world)
         config = {"framework": self.key.framework,
                   "registry": {self.key.framework: self.registry_entry},
                   "threads": threads, "affinity": self.affinity, "compiler": self.compiler,
                   "free_cores": threading_.cores(), "dp": dp}
-        env = {**threading_.environment(threads), **allocator.ENV, **compile_caches(self.caches),
-               **env}
-        spec = WorkerSpec(TARGET, world, config, env, self.side.python, self.side.path, cores)
+        env = {**threading_.environment(threads), **allocator.ENV,
+               **compile_caches(self.caches, launch.environ), **env}
+        spec = WorkerSpec(TARGET, world, config, env, self.side.python, self.side.path, cores,
+                          launch)
         self.pool = Pool(spec, start_timeout=START_TIMEOUT_S, timeout=CALL_TIMEOUT_S,
                          failed=lambda reply: isinstance(reply, dict) and "ok" not in reply)
         self.pool.spawn()
@@ -98,7 +101,8 @@ class FrameworkPool:
             return max(self.threads, self.key.workers)
         return max(1, self.threads // world)
 
-    def _layout(self) -> tuple[int, dict[str, str], list[list[int]], dict[str, Any]]:
+    def _layout(self, environ: Mapping[str, str],
+                ) -> tuple[int, dict[str, str], list[list[int]], dict[str, Any]]:
         """Ranks, environment, cores per rank and data-parallel settings of this pool. A
         data-parallel case gets a core per device where the machine has them, whichever
         framework runs it: torch's ranks one each, JAX's one process all of them."""
@@ -108,9 +112,9 @@ class FrameworkPool:
         if n == 1:
             return 1, {}, [mine], {}
         if self.key.framework == "jax":
-            flags = os.environ.get("XLA_FLAGS", "")
+            flags = environ.get("XLA_FLAGS", "")
             return 1, {"XLA_FLAGS": f"{flags} --xla_force_host_platform_device_count={n}".strip(),
-                       "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "") or "cpu"}, \
+                       "JAX_PLATFORMS": environ.get("JAX_PLATFORMS", "") or "cpu"}, \
                 [available[:self.per_worker_threads(1)]], {"workers": n}
         per = _split(mine, n)
         return n, {"GLOO_SOCKET_IFNAME": "lo"}, per, {
@@ -159,7 +163,7 @@ class FrameworkPool:
             self.pool = None
 
 
-def compile_caches(folder: str) -> dict[str, str]:
+def compile_caches(folder: str, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     """Where the frameworks keep compiled code: one folder per session, shared by every worker
     of every pass. It starts empty, so what the first pass reports as compile time is a cold
     compile; later passes reuse it instead of compiling again (XLA's persistent cache for JAX
@@ -167,7 +171,7 @@ def compile_caches(folder: str) -> dict[str, str]:
     torch, numba's cache=True)."""
     if not folder:
         return {}
-    xla = os.environ.get("TF_XLA_FLAGS", "")
+    xla = environ.get("TF_XLA_FLAGS", "")
     tf_cache = f"--tf_xla_persistent_cache_directory={os.path.join(folder, 'tf-xla')}"
     return {"TORCHINDUCTOR_CACHE_DIR": os.path.join(folder, "inductor"),
             "TF_XLA_FLAGS": f"{xla} {tf_cache}".strip(),
