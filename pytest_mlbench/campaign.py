@@ -27,7 +27,6 @@ built, checked, run once (audited) and checked again, one job per core at once.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import shutil
 import tempfile
@@ -158,10 +157,9 @@ class Campaign:
         passes = self.plan.processes if self.plan.timing else 1
         self.caches = tempfile.mkdtemp(prefix="mlbench-caches-")
         try:
-            # the parent's own NumPy (references, audits) on one BLAS thread for a campaign
-            # that times: it never leaves spinning threads on a core, and threads share it.
-            # One that times nothing may run beside other tests: it leaves BLAS as it is.
-            with one_blas_thread() if self.plan.timing else contextlib.nullcontext():
+            # the parent's own NumPy (references, audits) on one BLAS thread for the whole
+            # campaign: it never leaves spinning threads on a core, and threads share it
+            with one_blas_thread():
                 for p in range(passes):
                     if self.plan.timing:
                         self._pass(p, passes, started)
