@@ -35,29 +35,31 @@ FD = {"rtol": 1e-5, "atol": 1e-9}  # finite differences of float64 functions
 CROSS = {"rtol": 1e-9, "atol": 1e-12}  # two float64 autodiff systems on the same function
 CACHE_ENTRIES = 64  # values kept by a Reference (losses, gradients, outputs), oldest out
 
-_blas_lock = threading.Lock()
-_blas_users = 0
-_blas_limits: Any = None
+class BlasLimit:
+    """BLAS limited to one thread while any thread is inside (``with one_blas_thread():``).
+    Counted, not nested threadpool_limits: those save and restore a process-wide setting, so
+    two threads interleaving them would leave BLAS at the other's limit."""
 
+    def __init__(self, limit: Callable[[], Any] | None = None) -> None:
+        self._limit = limit or _limit_blas
+        self._lock = threading.Lock()
+        self._users = 0
+        self._limits: Any = None
 
-@contextlib.contextmanager
-def one_blas_thread() -> Iterator[None]:
-    """BLAS limited to one thread while any thread is inside. Counted, not nested
-    threadpool_limits: those save and restore a process-wide setting, so two threads
-    interleaving them would leave BLAS at the other's limit."""
-    global _blas_users, _blas_limits
-    with _blas_lock:
-        if _blas_users == 0:
-            _blas_limits = _limit_blas()
-        _blas_users += 1
-    try:
-        yield
-    finally:
-        with _blas_lock:
-            _blas_users -= 1
-            if _blas_users == 0 and _blas_limits is not None:
-                _blas_limits.restore_original_limits()
-                _blas_limits = None
+    @contextlib.contextmanager
+    def __call__(self) -> Iterator[None]:
+        with self._lock:
+            if self._users == 0:
+                self._limits = self._limit()
+            self._users += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._users -= 1
+                if self._users == 0 and self._limits is not None:
+                    self._limits.restore_original_limits()
+                    self._limits = None
 
 
 def _limit_blas() -> Any:
@@ -66,6 +68,9 @@ def _limit_blas() -> Any:
     except ImportError:  # pragma: no cover - threadpoolctl is a dependency
         return None
     return threadpool_limits(limits=1)
+
+
+one_blas_thread = BlasLimit()  # the process's one counter
 
 
 class _Once:
