@@ -179,3 +179,32 @@ def test_torch_gpu_path_selects_cuda_and_synchronises(monkeypatch: pytest.Monkey
     adapter.setup("cpu", POLICIES["fp32"], 0)
     adapter.sync(None)
     assert len(synced) == 1  # the CPU path does not wait on CUDA
+
+
+XLA_TWICE = """
+import os, sys
+os.environ["TF_XLA_FLAGS"] = "--tf_xla_persistent_cache_directory=" + sys.argv[1]
+import tensorflow as tf
+from tensorflow.python.framework import ops
+from pytest_mlbench.frameworks.tensorflow_ import TensorflowAdapter
+adapter = TensorflowAdapter()
+for _ in range(int(sys.argv[2])):  # earlier steps of other cases (another pass's rounds)
+    ops.uid()
+step = adapter.compile(lambda x: tf.tanh(x @ tf.transpose(x)) * 0.5, "xla").fn
+step(tf.ones((8, 8))).numpy()
+"""
+
+
+def test_tensorflow_xla_finds_its_cached_executable_after_other_steps(tmp_path: Any) -> None:
+    """TensorFlow names traced functions with a counter every step advances, and XLA's
+    persistent cache keys on the names: the same case after a different number of earlier
+    steps (a later pass's worker) must reuse the executable, not compile and store another."""
+    pytest.importorskip("tensorflow")
+    import subprocess
+    import sys
+
+    cache = tmp_path / "xla"
+    for earlier in (0, 12345):
+        subprocess.run([sys.executable, "-c", XLA_TWICE, str(cache), str(earlier)],
+                       check=True, capture_output=True)
+    assert len(list(cache.iterdir())) == 1, sorted(p.name for p in cache.iterdir())
