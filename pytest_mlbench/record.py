@@ -280,7 +280,7 @@ def _measure(data: Mapping[str, Any]) -> Measure:
     flops = data.get("flops_per_step")
     if flops is not None and (isinstance(flops, bool) or not isinstance(flops, int) or flops < 0):
         raise RecordError(f"'flops_per_step' must be a non-negative integer (got {flops!r})")
-    faults = data.get("faults_per_step") or []
+    faults = data.get("faults_per_step", [])  # absent: a record from before they were counted
     if not isinstance(faults, list) or len(faults) not in (0, len(rounds)) or not all(
             isinstance(f, int | float) and not isinstance(f, bool) and math.isfinite(f)
             and f >= 0 for f in faults):

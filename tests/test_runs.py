@@ -77,6 +77,8 @@ BAD: dict[str, tuple[str | bytes, str]] = {
                     r"'cycles'"),
     "faults-text": (edit(lambda r: _set(_measure(r), "faults_per_step", ["many"] * 3)),
                     r"'faults_per_step' must list, per process, a non-negative number"),
+    "faults-falsy": (edit(lambda r: _set(_measure(r), "faults_per_step", 0)),
+                     r"'faults_per_step' must list, per process, a non-negative number"),
     "faults-count": (edit(lambda r: _set(_measure(r), "faults_per_step", [0.0])),
                      r"'faults_per_step' must list, per process"),
     "faults-negative": (edit(lambda r: _set(_measure(r), "faults_per_step",

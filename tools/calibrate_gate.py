@@ -12,8 +12,9 @@ unchanged tree is a false alarm. Three phases, ``--runs`` sessions each:
               session to fail, every implementation SLOWER;
   busy        A/A while a busy loop occupies one core for the whole session: expect 0.
 
-The phases take turns, session by session. ``--json FILE`` keeps every trial as it ends;
-``--read FILE`` summarises kept trials.
+The phases take turns, session by session. ``--json FILE`` keeps every trial as it ends (with
+the revision it ran); ``--resume`` adds to the trials FILE already holds, up to ``--runs`` a
+phase, so a calibration can run in several sittings; ``--read FILE`` summarises kept trials.
 
 Prints a Markdown summary for docs/GATE.md (and writes every trial with --json).
 """
@@ -28,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -47,6 +49,15 @@ class Trial:
     load: float
     changes: dict[str, float]  # case -> change of the paired median ratio
     verdicts: dict[str, str]
+    revision: str = ""  # the commit the session ran (empty in trials kept before it was)
+
+
+def revision() -> str:
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                          capture_output=True, text=True)
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                           capture_output=True, text=True).stdout.strip()
+    return (done.stdout.strip() or "unknown") + ("+changes" if dirty else "")
 
 
 def command(args: argparse.Namespace, out: Path) -> list[str]:
@@ -82,15 +93,18 @@ def trial(args: argparse.Namespace, phase: str, out: Path) -> Trial:
     rows = json.loads(out.read_text()).get("mlbench_ab", [])
     return Trial(phase, done.returncode, time.monotonic() - start, load,
                  {r["name"]: r["change"] for r in rows if r["change"] is not None},
-                 {r["name"]: r["verdict"] for r in rows})
+                 {r["name"]: r["verdict"] for r in rows}, args.revision)
 
 
 def summarise(trials: list[Trial], phase: str) -> list[str]:
     mine = [t for t in trials if t.phase == phase]
     failed = sum(t.exit_code == 1 for t in mine)
+    revisions = ", ".join(f"{r or 'unrecorded'} x{n}" for r, n in
+                          sorted(Counter(t.revision for t in mine).items()))
     lines = [f"**{phase}**: {failed} of {len(mine)} sessions failed (1-min load at start "
              f"{min(t.load for t in mine):.2f}-{max(t.load for t in mine):.2f}; "
-             f"{statistics.median(t.seconds for t in mine):.0f} s per session)", "",
+             f"{statistics.median(t.seconds for t in mine):.0f} s per session; revisions "
+             f"{revisions})", "",
              "| case | change (min / median / max) | SLOWER verdicts |", "|---|---|---|"]
     for name in sorted({n for t in mine for n in t.verdicts}):
         ch = [t.changes[name] for t in mine if name in t.changes]
@@ -99,6 +113,13 @@ def summarise(trials: list[Trial], phase: str) -> list[str]:
                  else "-")
         lines.append(f"| {name} | {cells} | {slow}/{len(mine)} |")
     return lines + [""]
+
+
+def read(cli: argparse.ArgumentParser, path: Path) -> list[Trial]:
+    try:
+        return [Trial(**t) for t in json.loads(path.read_text())]
+    except (OSError, ValueError, TypeError) as exc:
+        cli.error(f"{path}: not a file of calibration trials ({exc})")
 
 
 def main() -> int:
@@ -116,9 +137,14 @@ def main() -> int:
     cli.add_argument("--size", default="default")
     cli.add_argument("--keyword", default=KEYWORD)
     cli.add_argument("--json", type=Path, default=None, help="also write every trial here")
+    cli.add_argument("--resume", action="store_true",
+                     help="keep the trials the --json file holds and run only the sessions "
+                          "each phase still lacks")
     cli.add_argument("--read", type=Path, default=None,
                      help="summarise the trials a --json file holds instead of running any")
     args = cli.parse_args()
+    if args.resume and args.json is None:
+        cli.error("--resume adds to the trials of a --json file: name one")
     phases = ["unchanged", "slower"] + (["busy"] if args.busy else [])
     if args.phases:
         phases = [p.strip() for p in args.phases.split(",") if p.strip()]
@@ -128,26 +154,30 @@ def main() -> int:
                       "slower, busy")
     trials: list[Trial] = []
     if args.read:
-        trials = [Trial(**t) for t in json.loads(args.read.read_text())]
+        trials = read(cli, args.read)
         phases = [p for p in ("unchanged", "slower", "busy") if any(t.phase == p for t in trials)]
+        print(f"{len(trials)} trials read from {args.read}\n")
     else:
+        if args.resume and args.json.is_file():
+            trials = read(cli, args.json)
+        args.revision = revision()
         # the phases take turns (unchanged, slower, busy, unchanged, ...): a slow hour of the
         # host falls on every phase alike, and a stopped calibration has every phase in it
         with tempfile.TemporaryDirectory(prefix="mlbench-calib-") as tmp:
             for i in range(args.runs):
                 for phase in phases:
+                    if sum(t.phase == phase for t in trials) > i:
+                        continue  # kept from an earlier sitting
                     trials.append(trial(args, phase, Path(tmp, f"{phase}-{i}.json")))
                     t = trials[-1]
                     print(f"{phase} {i + 1}/{args.runs}: exit {t.exit_code} in {t.seconds:.0f} s",
                           file=sys.stderr, flush=True)
                     if args.json:  # after every trial: an interrupted calibration keeps them
                         args.json.write_text(json.dumps([asdict(t) for t in trials], indent=1))
-    if args.read:
-        print(f"{len(trials)} trials read from {args.read}:")
-    print(f"`python tools/calibrate_gate.py --runs {args.runs} --slowdown {args.slowdown}"
-          f"{' --busy' if args.busy else ''}"
-          f"{f' --phases {args.phases}' if args.phases else ''}`, {args.processes} processes a side, "
-          f"{args.threads} thread(s), threshold {args.threshold}\n")
+        print(f"`python tools/calibrate_gate.py --runs {args.runs} --slowdown {args.slowdown}"
+              f"{' --busy' if args.busy else ''}"
+              f"{f' --phases {args.phases}' if args.phases else ''}`, {args.processes} "
+              f"processes a side, {args.threads} thread(s), threshold {args.threshold}\n")
     for phase in phases:
         print("\n".join(summarise(trials, phase)))
     return 0

@@ -46,8 +46,10 @@ class FrameworkWorker:
         # them): timed turns run there; untimed work may use every core of the session
         self.timed_cores = threading_.cores()
         self.free_cores = list(config.get("free_cores") or self.timed_cores)
+        # with affinity off, threads move to every core between timed turns; pinned, they stay
+        self.moves = config.get("affinity", "off") == "off"
         self._warm_up(bool(config.get("compiler", True)))
-        if config.get("affinity", "off") == "off":
+        if self.moves:
             threading_.place(self.free_cores)
 
     def _warm_up(self, compiler_too: bool) -> None:
@@ -81,7 +83,7 @@ class FrameworkWorker:
         try:
             return call()
         finally:
-            if self.config.get("affinity", "off") == "off":
+            if self.moves:
                 threading_.place(self.free_cores)
 
     def __call__(self, command: str, payload: Any) -> Any:
