@@ -52,6 +52,7 @@ from pytest_mlbench.engine.workers import (
     Side,
 )
 from pytest_mlbench.errors import Unavailable, Unsupported
+from pytest_mlbench.hostspeed import HostProbe
 from pytest_mlbench.pipeline import TURN_WARMUP, CaseRun
 from pytest_mlbench.precision import POLICIES
 from pytest_mlbench.record import Identity, Measure, Record
@@ -143,6 +144,7 @@ class Campaign:
         self.peaks: dict[str, float] = {}
         self.pools: dict[PoolKey, FrameworkPool] = {}
         self.peaked: set[tuple[int, PoolKey, str]] = set()
+        self.host = HostProbe()  # the host's speed before each timed pass (hostspeed.py)
         self.caches = ""
         self.cancelled = False
         # untimed jobs side by side, one per core of the session (they share nothing but
@@ -175,6 +177,8 @@ class Campaign:
     def _pass(self, p: int, passes: int, started: float) -> None:
         """One pass: per group an untimed phase (the previous group's finish, this group's
         prepare) and a timed phase."""
+        self.oracle.pause()  # no worker is alive yet: the probe has the cores to itself
+        self.host.take()
         self._start_pools()
         done = p * len(self._groups())
         timed: list[CaseRun] = []  # the group timed last, still to be finished

@@ -21,6 +21,7 @@ from pytest_mlbench import (
     data,
     frameworks,
     hookspec,
+    hostspeed,
     machine,
     parametrize,
     report,
@@ -274,6 +275,8 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
     state = config.stash.get(STATE, None)
     if state is not None and state.own_items:  # other projects' JSON stays as it was
         machine_info["mlbench"] = machine.machine_info()
+        if probe := state.host_probe():  # per run: never part of the machine's id
+            machine_info["mlbench"]["host_probe"] = probe
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
@@ -283,3 +286,5 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.section("mlbench: step time normalised to the fastest")
         for line in report.normalised_table(records):
             terminalreporter.write_line(line)
+        if probe := hostspeed.line(state.host_probe() if state else {}):
+            terminalreporter.write_line(probe)

@@ -19,6 +19,7 @@ import contextlib
 import queue
 import threading
 from collections.abc import Mapping
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +56,7 @@ class RunState:
         self._campaign: Campaign | None = None
         self._thread: threading.Thread | None = None
         self._runnable: dict[str, CaseId] = {}
-        self._found: dict[str, Outcome] | BaseException | None = None  # the thread's result
+        self._found: Future[dict[str, Outcome]] = Future()  # the thread's outcomes, or error
         self._lines: queue.SimpleQueue[str] = queue.SimpleQueue()  # progress, for the main thread
 
     @property
@@ -87,6 +88,11 @@ class RunState:
                     max_time=float(opt("benchmark_max_time", 1.0) or 1.0),
                     min_rounds=int(opt("benchmark_min_rounds", 5) or 5))
 
+    def host_probe(self) -> dict[str, Any]:
+        """The host's speed before each timed pass (hostspeed.py); empty if nothing was timed."""
+        campaign = self._campaign
+        return campaign.host.to_json() if campaign and campaign.host.readings else {}
+
     @property
     def campaign_started(self) -> bool:
         return self._thread is not None
@@ -117,20 +123,16 @@ class RunState:
 
     def _run(self, campaign: Campaign) -> None:
         try:
-            self._found = campaign.run()
+            self._found.set_result(campaign.run())
         except BaseException as exc:  # handed to the main thread, which raises it
-            self._found = exc
+            self._found.set_exception(exc)
 
     def outcome(self, cid: CaseId, session: pytest.Session) -> Outcome:
         if self.outcomes is None:
             if self._thread is None:
                 self._start(session)
             self._wait()
-            found = self._found
-            if isinstance(found, BaseException):
-                raise found
-            assert found is not None
-            self.outcomes = found
+            self.outcomes = self._found.result(timeout=0)  # raises the campaign's error
             self._judge_ab(self._runnable)
         return self.outcomes.get(cid.name) or Outcome(
             "error", f"{cid.name} was not part of this session's campaign")

@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pytest_mlbench import report, tables  # noqa: E402
+from pytest_mlbench import hostspeed, report, tables  # noqa: E402
 from pytest_mlbench.record import Record  # noqa: E402
 from pytest_mlbench.runs import load_run  # noqa: E402
 
@@ -70,6 +70,20 @@ def group_rows(runs: list[dict[str, Record]], limit: float) -> tuple[list[list[s
     return rows, failing
 
 
+def host_rows(paths: list[Path]) -> list[list[str]]:
+    """Each host probe's median per run (and its change from run 1): whether the host itself
+    ran slower or faster between the runs (pytest_mlbench/hostspeed.py)."""
+    found = [hostspeed.summary(hostspeed.of_run(load_run(p).machine_info)) for p in paths]
+    rows = []
+    for name, label in (("interpreter_ms", "Python loop"), ("kernel_ms", "one-thread matmul")):
+        if not all(name in f for f in found):
+            continue
+        first = found[0][name][0]
+        rows.append([label] + [f"{f[name][0]:.2f} ms ({f[name][0] / first - 1:+.1%})"
+                               for f in found])
+    return rows
+
+
 def main() -> int:
     cli = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     cli.add_argument("--runs", type=int, default=3)
@@ -86,7 +100,7 @@ def main() -> int:
         if len(paths) < 2:
             cli.error(f"{args.read}: fewer than two run*.json files to compare")
         args.runs = len(paths)
-        runs = [records(p) for p in paths]
+        runs, host = [records(p) for p in paths], host_rows(paths)
     else:
         with tempfile.TemporaryDirectory(prefix="mlbench-repro-") as tmp:
             folder = args.keep or Path(tmp)
@@ -95,7 +109,7 @@ def main() -> int:
             for i, path in enumerate(paths):
                 took = session(args.pytest_args, path)
                 print(f"run {i + 1}/{args.runs}: {took:.0f} s", file=sys.stderr, flush=True)
-            runs = [records(p) for p in paths]
+            runs, host = [records(p) for p in paths], host_rows(paths)
     header = ["implementation", *(f"run {i + 1}: ratio [next run 95%]" for i in range(args.runs)),
               "spread", f"within {args.limit:.0%} and intervals"]
     total = 0
@@ -104,6 +118,10 @@ def main() -> int:
         total += failing
         print(f"\n{group}")
         print("\n".join(tables.render(header, rows, indent="  ", note=True)))
+    if host:
+        print("\nhost probe before each process, median per run (change from run 1)")
+        print("\n".join(tables.render(["probe", *(f"run {i + 1}" for i in range(args.runs))],
+                                       host, indent="  ")))
     print(f"\n{total} implementation(s) do not hold" if total else "\nevery figure holds")
     return 1 if total else 0
 

@@ -1,0 +1,110 @@
+"""How fast the host runs a fixed piece of work, measured at the start of every timed pass.
+
+A shared host drifts: its neighbours, its clock and its caches change over minutes, and a
+run half an hour later can find the interpreter 10% slower while large BLAS kernels barely
+move. The processes of one run are spread over time so that such drift hits every
+implementation alike within the run, but nothing inside a run can undo a change between two
+runs, and it moves dispatch-bound (eager, Python-heavy) implementations more than
+kernel-bound ones. This cannot be controlled from here, so it is shown: before each pass
+starts its workers (nothing else of the campaign runs then), the campaign times two fixed
+pieces of work in its own process, a pure-Python loop (what eager dispatch leans on) and a
+one-thread float32 matmul (what kernels lean on). The figures go into the run's
+``machine_info["mlbench"]["host_probe"]`` (never into the machine's id) and under the
+normalised table; ``tools/reproducibility.py`` sets them side by side across runs.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+REPEATS = 7  # timings a probe takes per pass; its figure is their median
+LOOP_N = 100_000  # about 5 ms of CPython
+MATMUL_N, MATMUL_CALLS = 192, 8  # about 1 ms on one AVX2 core
+
+PROBES = ("interpreter_ms", "kernel_ms")
+
+
+def _loop() -> int:
+    total = 0
+    for i in range(LOOP_N):
+        total += (i * i) % 7
+    return total
+
+
+def _kernel(a: np.ndarray, b: np.ndarray) -> Callable[[], object]:
+    def run() -> object:
+        out = a
+        for _ in range(MATMUL_CALLS):
+            out = (out @ b) * np.float32(0.5)
+        return out
+    return run
+
+
+def _median_ms(work: Callable[[], object], repeats: int) -> float:
+    work()  # warm: first call pays allocation and caches
+    times = []
+    for _ in range(repeats):
+        begun = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - begun)
+    return statistics.median(times) * 1e3
+
+
+def measure(repeats: int = REPEATS) -> dict[str, float]:
+    """One reading of both probes, in milliseconds (the caller limits BLAS to one thread)."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((MATMUL_N, MATMUL_N), dtype=np.float32)
+    b = rng.standard_normal((MATMUL_N, MATMUL_N), dtype=np.float32) / np.float32(MATMUL_N)
+    return {"interpreter_ms": _median_ms(_loop, repeats),
+            "kernel_ms": _median_ms(_kernel(a, b), repeats)}
+
+
+@dataclass
+class HostProbe:
+    """One reading per timed pass, in the order taken."""
+
+    readings: list[dict[str, float]] = field(default_factory=list)
+
+    def take(self) -> None:
+        self.readings.append(measure())
+
+    def to_json(self) -> dict[str, Any]:
+        return {name: [round(r[name], 4) for r in self.readings] for name in PROBES}
+
+
+def summary(probe: Mapping[str, Sequence[float]]) -> dict[str, tuple[float, float, float]]:
+    """``{probe: (median, smallest, largest)}`` over the passes of one run; probes a run did
+    not record (an older run, an untimed one) are left out."""
+    out = {}
+    for name in PROBES:
+        values = [float(v) for v in probe.get(name) or [] if isinstance(v, (int, float))]
+        if values:
+            out[name] = (statistics.median(values), min(values), max(values))
+    return out
+
+
+def of_run(machine_info: Mapping[str, Any]) -> Mapping[str, Sequence[float]]:
+    """The probe a run's JSON recorded (empty when it has none)."""
+    info = machine_info.get("mlbench") if isinstance(machine_info, Mapping) else None
+    found = info.get("host_probe") if isinstance(info, Mapping) else None
+    return found if isinstance(found, Mapping) else {}
+
+
+def line(probe: Mapping[str, Sequence[float]]) -> str | None:
+    """One line for the terminal: each probe's median and range over the passes."""
+    found = summary(probe)
+    if not found:
+        return None
+    passes = len(probe.get("interpreter_ms") or ())
+    parts = [f"{label} {found[name][0]:.2f} ms ({found[name][1]:.2f}-{found[name][2]:.2f})"
+             for name, label in (("interpreter_ms", "Python loop"),
+                                 ("kernel_ms", "one-thread matmul"))
+             if name in found]
+    return (f"host probe before each of {passes} process(es): " + ", ".join(parts)
+            + "; a change here between runs moves eager (dispatch-bound) figures most")

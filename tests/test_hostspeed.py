@@ -1,0 +1,81 @@
+"""The host probe: a reading before every timed process pass, in the run's JSON but never in
+the machine's id, under the normalised table, and across runs in tools/reproducibility.py."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_mlbench import fingerprint, hostspeed
+from tests.test_ab import toy
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def reproducibility():  # the tool is a script, not a module of the package
+    spec = importlib.util.spec_from_file_location("reproducibility",
+                                                  ROOT / "tools" / "reproducibility.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_timed_session_reads_the_host_before_each_process_outside_the_machine_id(
+        pytester: pytest.Pytester) -> None:
+    toy(pytester, slowdown=0.0)
+    out = pytester.path / "run.json"
+    result = pytester.runpytest_subprocess("suites", "-p", "no:cacheprovider",
+                                           "--mlbench-size=smoke", "--mlbench-processes=3",
+                                           "--benchmark-max-time=0.05",
+                                           f"--benchmark-json={out}")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["host probe before each of 3 process(es): Python loop * ms "
+                                 "(*-*), one-thread matmul * ms (*-*);*"])
+    info = json.loads(out.read_text())["machine_info"]
+    probe = info["mlbench"]["host_probe"]
+    assert sorted(probe) == sorted(hostspeed.PROBES)
+    assert all(len(probe[name]) == 3 and min(probe[name]) > 0 for name in hostspeed.PROBES)
+    bare = copy.deepcopy(info)
+    del bare["mlbench"]["host_probe"]
+    assert fingerprint.machine_id(info) == fingerprint.machine_id(bare)
+    assert fingerprint.fingerprint(info) == fingerprint.fingerprint(bare)
+
+    # across runs: a second run whose host ran its loop 10% slower shows it
+    slower = json.loads(out.read_text())
+    slower["machine_info"]["mlbench"]["host_probe"]["interpreter_ms"] = [
+        v * 1.1 for v in probe["interpreter_ms"]]
+    other = pytester.path / "run2.json"
+    other.write_text(json.dumps(slower))
+    rows = reproducibility().host_rows([out, other])
+    assert [r[0] for r in rows] == ["Python loop", "one-thread matmul"]
+    assert rows[0][1].endswith("(+0.0%)") and rows[0][2].endswith("(+10.0%)")
+    assert rows[1][2].endswith("(+0.0%)")
+
+    # a run without a probe (an older run) leaves the comparison without the probe's rows
+    del slower["machine_info"]["mlbench"]["host_probe"]
+    other.write_text(json.dumps(slower))
+    assert reproducibility().host_rows([out, other]) == []
+
+
+@pytest.mark.parametrize("probe", [{}, {"interpreter_ms": []}, {"interpreter_ms": ["x", None]},
+                                   {"kernel_ms": "fast"}])
+def test_a_missing_or_malformed_probe_reads_as_none(probe: dict) -> None:
+    assert hostspeed.summary(probe) == {} and hostspeed.line(probe) is None
+
+
+@pytest.mark.parametrize("info", [{}, {"mlbench": None}, {"mlbench": {"host_probe": [1, 2]}},
+                                  None])
+def test_a_run_without_a_probe_has_none(info: object) -> None:
+    assert hostspeed.of_run(info) == {}  # type: ignore[arg-type]
+
+
+def test_the_probe_reads_both_kinds_of_work() -> None:
+    found = hostspeed.measure(repeats=1)
+    assert sorted(found) == sorted(hostspeed.PROBES) and all(v > 0 for v in found.values())
+    assert hostspeed.summary({k: [v] for k, v in found.items()}) == {
+        k: (v, v, v) for k, v in found.items()}
