@@ -20,7 +20,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 
-from pytest_mlbench import __version__, baseline_sessions, compare, fingerprint, regression, report
+from pytest_mlbench import (
+    __version__,
+    baseline_sessions,
+    compare,
+    fingerprint,
+    hostspeed,
+    regression,
+    report,
+)
 from pytest_mlbench.baseline import BaselineError, is_explicit
 from pytest_mlbench.options import OptionError, build_gate_settings, parse_alpha, parse_percent
 from pytest_mlbench.runs import Run, load_run
@@ -80,6 +88,8 @@ def one_run(args: argparse.Namespace, run: Run, plots: ModuleType | None) -> Lin
              *report.normalised_table(records, args.reference)]
     ctl = compare.control(run)
     lines.append(f"control matmul: {ctl.gflops:.1f} GFLOP/s" if ctl else "control matmul: absent")
+    if probe := hostspeed.line(hostspeed.of_run(run.machine_info)):
+        lines.append(probe)
     if plots is not None:
         for group in sorted({r.identity.group for r in records if r.measure is not None}):
             fig = plots.bar_chart(records, group, args.reference)

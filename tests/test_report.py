@@ -125,6 +125,18 @@ def test_one_run_with_an_unknown_reference_lists_what_exists(
         "available: jax-jit, numpy-eager")
 
 
+def test_one_run_shows_the_host_probe_it_recorded(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    run = machine_run("CPU A", 1.0, 2)
+    run["machine_info"]["mlbench"]["host_probe"] = {"interpreter_ms": [5.0, 6.0, 5.5],
+                                                    "kernel_ms": [1.25, 1.5, 1.0]}
+    assert cli.main(["report", str(write(tmp_path / "probe.json", run))]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "host probe before each of 3 process(es): Python loop 5.50 ms (5.00-6.00), "
+        "one-thread matmul 1.25 ms (1.00-1.50); a change here between runs moves eager "
+        "(dispatch-bound) figures most")
+
+
 def test_machines_group_by_identity_without_threads_and_never_mix_sizes(
         files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["report", "--machines", str(files["a"]), str(files["b"])]) == 0
