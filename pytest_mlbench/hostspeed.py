@@ -27,7 +27,8 @@ REPEATS = 7  # timings a probe takes per pass; its figure is their median
 LOOP_N = 100_000  # about 5 ms of CPython
 MATMUL_N, MATMUL_CALLS = 192, 8  # about 1 ms on one AVX2 core
 
-PROBES = ("interpreter_ms", "kernel_ms")
+LABELS = {"interpreter_ms": "Python loop", "kernel_ms": "one-thread matmul"}
+PROBES = tuple(LABELS)
 
 
 def _loop() -> int:
@@ -102,9 +103,7 @@ def line(probe: Mapping[str, Sequence[float]]) -> str | None:
     if not found:
         return None
     passes = len(probe.get("interpreter_ms") or ())
-    parts = [f"{label} {found[name][0]:.2f} ms ({found[name][1]:.2f}-{found[name][2]:.2f})"
-             for name, label in (("interpreter_ms", "Python loop"),
-                                 ("kernel_ms", "one-thread matmul"))
-             if name in found]
+    parts = [f"{LABELS[name]} {m:.2f} ms ({lo:.2f}-{hi:.2f})"
+             for name, (m, lo, hi) in found.items()]
     return (f"host probe before each of {passes} process(es): " + ", ".join(parts)
             + "; a change here between runs moves eager (dispatch-bound) figures most")

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_mlbench import fingerprint, hostspeed
+from pytest_mlbench.runs import load_run
 from tests.test_ab import toy
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,7 +52,8 @@ def test_a_timed_session_reads_the_host_before_each_process_outside_the_machine_
         v * 1.1 for v in probe["interpreter_ms"]]
     other = pytester.path / "run2.json"
     other.write_text(json.dumps(slower))
-    rows = reproducibility().host_rows([out, other])
+    tool = reproducibility()
+    rows = tool.host_rows([load_run(out), load_run(other)])
     assert [r[0] for r in rows] == ["Python loop", "one-thread matmul"]
     assert rows[0][1].endswith("(+0.0%)") and rows[0][2].endswith("(+10.0%)")
     assert rows[1][2].endswith("(+0.0%)")
@@ -59,7 +61,7 @@ def test_a_timed_session_reads_the_host_before_each_process_outside_the_machine_
     # a run without a probe (an older run) leaves the comparison without the probe's rows
     del slower["machine_info"]["mlbench"]["host_probe"]
     other.write_text(json.dumps(slower))
-    assert reproducibility().host_rows([out, other]) == []
+    assert tool.host_rows([load_run(out), load_run(other)]) == []
 
 
 @pytest.mark.parametrize("probe", [{}, {"interpreter_ms": []}, {"interpreter_ms": ["x", None]},

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from pytest_mlbench import hostspeed, report, tables  # noqa: E402
 from pytest_mlbench.record import Record  # noqa: E402
-from pytest_mlbench.runs import load_run  # noqa: E402
+from pytest_mlbench.runs import Run, load_run  # noqa: E402
 
 
 def session(args: list[str], out: Path) -> float:
@@ -38,10 +38,10 @@ def session(args: list[str], out: Path) -> float:
     return time.monotonic() - start
 
 
-def records(path: Path) -> dict[str, dict[str, Record]]:
+def records(run: Run) -> dict[str, dict[str, Record]]:
     """``{group: {impl: record}}`` of one run's timed cases."""
     out: dict[str, dict[str, Record]] = {}
-    for _, record in load_run(path).cases:
+    for _, record in run.cases:
         if record.measure is not None:
             out.setdefault(record.identity.group, {})[record.identity.impl] = record
     return out
@@ -70,17 +70,16 @@ def group_rows(runs: list[dict[str, Record]], limit: float) -> tuple[list[list[s
     return rows, failing
 
 
-def host_rows(paths: list[Path]) -> list[list[str]]:
+def host_rows(runs: list[Run]) -> list[list[str]]:
     """Each host probe's median per run (and its change from run 1): whether the host itself
     ran slower or faster between the runs (pytest_mlbench/hostspeed.py)."""
-    found = [hostspeed.summary(hostspeed.of_run(load_run(p).machine_info)) for p in paths]
+    found = [hostspeed.summary(hostspeed.of_run(run.machine_info)) for run in runs]
     rows = []
-    for name, label in (("interpreter_ms", "Python loop"), ("kernel_ms", "one-thread matmul")):
-        if not all(name in f for f in found):
-            continue
-        first = found[0][name][0]
-        rows.append([label] + [f"{f[name][0]:.2f} ms ({f[name][0] / first - 1:+.1%})"
-                               for f in found])
+    for name, label in hostspeed.LABELS.items():
+        if all(name in f for f in found):
+            first = found[0][name][0]
+            rows.append([label] + [f"{f[name][0]:.2f} ms ({f[name][0] / first - 1:+.1%})"
+                                   for f in found])
     return rows
 
 
@@ -100,7 +99,8 @@ def main() -> int:
         if len(paths) < 2:
             cli.error(f"{args.read}: fewer than two run*.json files to compare")
         args.runs = len(paths)
-        runs, host = [records(p) for p in paths], host_rows(paths)
+        loaded = [load_run(p) for p in paths]
+        runs, host = [records(r) for r in loaded], host_rows(loaded)
     else:
         with tempfile.TemporaryDirectory(prefix="mlbench-repro-") as tmp:
             folder = args.keep or Path(tmp)
@@ -109,7 +109,8 @@ def main() -> int:
             for i, path in enumerate(paths):
                 took = session(args.pytest_args, path)
                 print(f"run {i + 1}/{args.runs}: {took:.0f} s", file=sys.stderr, flush=True)
-            runs, host = [records(p) for p in paths], host_rows(paths)
+            loaded = [load_run(p) for p in paths]
+            runs, host = [records(r) for r in loaded], host_rows(loaded)
     header = ["implementation", *(f"run {i + 1}: ratio [next run 95%]" for i in range(args.runs)),
               "spread", f"within {args.limit:.0%} and intervals"]
     total = 0
