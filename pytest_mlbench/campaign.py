@@ -324,9 +324,12 @@ class Campaign:
                              launch=self.launch)
 
     def _compiled(self, key: PoolKey) -> bool:
-        """Does any live case of this pool use a compiler (anything but eager)?"""
-        return any(s.cid.variant != "eager" for s in self.states.values()
-                   if s.alive and key in self._slots(s))
+        """Does the pool warm its framework's compiler up at start? Only where compile times
+        are reported (a timed session) and a live case of the pool compiles (anything but
+        eager): a session that times nothing reports none, and the warm-up (inductor's first
+        C++ build, seconds of CPU per worker) would be spent for nothing."""
+        return self.plan.timing and any(s.cid.variant != "eager" for s in self.states.values()
+                                        if s.alive and key in self._slots(s))
 
     def _start_pools(self) -> None:
         """Start every pool this pass will use at once (nothing is timed yet, and importing

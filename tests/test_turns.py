@@ -1,13 +1,21 @@
 """Timed turns: the first round after a worker resumes is run and dropped, and the campaign
 plans rounds, turns and audits so that dropped rounds never shorten what is recorded.
-A fake pool stands in for the worker: nothing here depends on how fast anything runs."""
+A fake pool stands in for the worker: nothing here depends on how fast anything runs. Last,
+which workers a campaign starts with their compiler warmed up."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from pytest_mlbench import pipeline
+from pytest_mlbench import catalogue, frameworks, pipeline
+from pytest_mlbench.campaign import Campaign, Lane, Plan
+from pytest_mlbench.case import CaseId
+from pytest_mlbench.engine.workers import PoolKey, Side
+from pytest_mlbench.reference import OracleService
+
+SUITES = Path(__file__).resolve().parents[1] / "suites"
 
 
 class FakePool:
@@ -57,3 +65,29 @@ def test_a_dropped_round_can_be_audited_like_any_other() -> None:
 def test_without_dropping_every_round_is_recorded() -> None:
     run = case_run(FakePool())
     assert run.turn(2, discard=0) == [10.0, 1.0]
+
+
+# -- which pools warm a compiler up ----------------------------------------------------------
+
+def campaign_of(timing: bool) -> Campaign:
+    """A campaign of the smoke mlp in torch (eager and jit) and numpy (eager); nothing runs."""
+    workload = catalogue.load_workload(SUITES / "mlp")
+    shape, task = workload.sizes["smoke"][0], workload.all_tasks[0]
+    cases = tuple(CaseId(workload, shape, task, fw, variant, "cpu", "fp32")
+                  for fw, variant in (("torch", "eager"), ("torch", "jit"), ("numpy", "eager")))
+    lane = Lane(Side(), catalogue.Catalogue(SUITES, (workload,)), cases)
+    plan = Plan(timing=timing, processes=3, threads=1, affinity="off", seed=0, size="smoke",
+                max_time=1.0, min_rounds=5)
+    return Campaign([lane], plan, frameworks.BUILTIN, OracleService())
+
+
+def test_only_a_timed_campaign_warms_compilers_up_and_only_for_compiled_cases() -> None:
+    """The warm-up keeps a compiler's start-up out of the first case's reported compile time;
+    a session that times nothing reports no compile time, so its workers skip it (inductor's
+    first C++ build is seconds of CPU per worker)."""
+    timed, unchecked = campaign_of(True), campaign_of(False)
+    torch_key, numpy_key = (PoolKey(fw, 1, "", 0) for fw in ("torch", "numpy"))
+    assert timed._compiled(torch_key) and not timed._compiled(numpy_key)
+    assert not unchecked._compiled(torch_key) and not unchecked._compiled(numpy_key)
+    assert not any(unchecked._compiled(k) for k in {k for s in unchecked.states.values()
+                                                    for k in unchecked._slots(s)})

@@ -56,7 +56,8 @@ class FrameworkWorker:
         """One small matmul starts the framework's runtime and thread pools, and a trivial
         compilation its compiler (inductor's first build takes ~10 s here): one-time costs of
         a process, recorded as such, not in the first case's compile time. A pool that serves
-        no compiled case (torch's data-parallel ranks run eager) skips the compiler."""
+        no compiled case (torch's data-parallel ranks run eager), or serves a session that
+        reports no compile time (nothing timed), skips the compiler."""
         self.adapter.matmul_gflops("float32", 64, 1)
         compiler = getattr(self.adapter, "warm_up_compiler", None)
         if compiler_too and callable(compiler):
