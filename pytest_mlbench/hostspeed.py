@@ -6,9 +6,12 @@ move. The processes of one run are spread over time so that such drift hits ever
 implementation alike within the run, but nothing inside a run can undo a change between two
 runs, and it moves dispatch-bound (eager, Python-heavy) implementations more than
 kernel-bound ones. This cannot be controlled from here, so it is shown: before each pass
-starts its workers (nothing else of the campaign runs then), the campaign times two fixed
-pieces of work in its own process, a pure-Python loop (what eager dispatch leans on) and a
-one-thread float32 matmul (what kernels lean on). The figures go into the run's
+starts its workers (nothing else of the campaign runs then), the campaign times three fixed
+pieces of work in its own process: a pure-Python loop that stays in the core's caches (what
+eager dispatch leans on), a one-thread float32 matmul (what kernels lean on), and a Python walk
+through a table twice this host's last-level cache, each step a load from memory (what a
+neighbour's cache and memory traffic slows: a dispatch-heavy step's working set does not fit in
+the caches either, while the loop's does). The figures go into the run's
 ``machine_info["mlbench"]["host_probe"]`` (never into the machine's id) and under the
 normalised table; ``tools/reproducibility.py`` sets them side by side across runs.
 """
@@ -26,8 +29,14 @@ import numpy as np
 REPEATS = 7  # timings a probe takes per pass; its figure is their median
 LOOP_N = 100_000  # about 5 ms of CPython
 MATMUL_N, MATMUL_CALLS = 192, 8  # about 1 ms on one AVX2 core
+# 64 MB of int64, past the last-level cache of most hosts (32 MB on the reference one); its
+# order is a full-period affine map modulo a power of two, so that the next address is never
+# the one a prefetcher would guess; 20,000 steps are about 2 ms at DRAM latency
+WALK_BITS, WALK_STEPS = 23, 20_000
+WALK_A, WALK_C = 6_364_136_223_846_793_005 % (1 << 23), 1_442_695_040_888_963_407 % (1 << 23)
 
-LABELS = {"interpreter_ms": "Python loop", "kernel_ms": "one-thread matmul"}
+LABELS = {"interpreter_ms": "Python loop", "kernel_ms": "one-thread matmul",
+          "memory_ms": "memory walk"}
 PROBES = tuple(LABELS)
 
 
@@ -47,6 +56,19 @@ def _kernel(a: np.ndarray, b: np.ndarray) -> Callable[[], object]:
     return run
 
 
+def _walk() -> Callable[[], object]:
+    """Follow ``next = table[here]`` from 0: every step a dependent load from memory."""
+    n = 1 << WALK_BITS
+    table = (WALK_A * np.arange(n, dtype=np.int64) + WALK_C) % n
+
+    def run() -> object:
+        here = 0
+        for _ in range(WALK_STEPS):
+            here = int(table[here])
+        return here
+    return run
+
+
 def _median_ms(work: Callable[[], object], repeats: int) -> float:
     work()  # warm: first call pays allocation and caches
     times = []
@@ -58,12 +80,13 @@ def _median_ms(work: Callable[[], object], repeats: int) -> float:
 
 
 def measure(repeats: int = REPEATS) -> dict[str, float]:
-    """One reading of both probes, in milliseconds (the caller limits BLAS to one thread)."""
+    """One reading of every probe, in milliseconds (the caller limits BLAS to one thread)."""
     rng = np.random.default_rng(0)
     a = rng.standard_normal((MATMUL_N, MATMUL_N), dtype=np.float32)
     b = rng.standard_normal((MATMUL_N, MATMUL_N), dtype=np.float32) / np.float32(MATMUL_N)
     return {"interpreter_ms": _median_ms(_loop, repeats),
-            "kernel_ms": _median_ms(_kernel(a, b), repeats)}
+            "kernel_ms": _median_ms(_kernel(a, b), repeats),
+            "memory_ms": _median_ms(_walk(), repeats)}
 
 
 @dataclass
@@ -79,15 +102,23 @@ class HostProbe:
         return {name: [round(r[name], 4) for r in self.readings] for name in PROBES}
 
 
-def summary(probe: Mapping[str, Sequence[float]]) -> dict[str, tuple[float, float, float]]:
-    """``{probe: (median, smallest, largest)}`` over the passes of one run; probes a run did
-    not record (an older run, an untimed one) are left out."""
+def readings(probe: Mapping[str, Sequence[float]]) -> dict[str, list[float]]:
+    """Each probe's readings over the passes of one run; probes a run did not record (an
+    older run, an untimed one) are left out, and so is anything that is not a number."""
     out = {}
     for name in PROBES:
-        values = [float(v) for v in probe.get(name) or [] if isinstance(v, (int, float))]
+        found = probe.get(name)
+        values = [float(v) for v in found if isinstance(v, (int, float))] \
+            if isinstance(found, Sequence) and not isinstance(found, str) else []
         if values:
-            out[name] = (statistics.median(values), min(values), max(values))
+            out[name] = values
     return out
+
+
+def summary(probe: Mapping[str, Sequence[float]]) -> dict[str, tuple[float, float, float]]:
+    """``{probe: (median, smallest, largest)}`` over the passes of one run (see readings)."""
+    return {name: (statistics.median(values), min(values), max(values))
+            for name, values in readings(probe).items()}
 
 
 def of_run(machine_info: Mapping[str, Any]) -> Mapping[str, Sequence[float]]:
@@ -102,7 +133,7 @@ def line(probe: Mapping[str, Sequence[float]]) -> str | None:
     found = summary(probe)
     if not found:
         return None
-    passes = len(probe.get("interpreter_ms") or ())
+    passes = max(len(values) for values in readings(probe).values())
     parts = [f"{LABELS[name]} {m:.2f} ms ({lo:.2f}-{hi:.2f})"
              for name, (m, lo, hi) in found.items()]
     return (f"host probe before each of {passes} process(es): " + ", ".join(parts)

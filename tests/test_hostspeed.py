@@ -54,7 +54,7 @@ def test_a_timed_session_reads_the_host_before_each_process_outside_the_machine_
     other.write_text(json.dumps(slower))
     tool = reproducibility()
     rows = tool.host_rows([load_run(out), load_run(other)])
-    assert [r[0] for r in rows] == ["Python loop", "one-thread matmul"]
+    assert [r[0] for r in rows] == ["Python loop", "one-thread matmul", "memory walk"]
     assert rows[0][1].endswith("(+0.0%)") and rows[0][2].endswith("(+10.0%)")
     assert rows[1][2].endswith("(+0.0%)")
 
@@ -65,7 +65,7 @@ def test_a_timed_session_reads_the_host_before_each_process_outside_the_machine_
 
 
 @pytest.mark.parametrize("probe", [{}, {"interpreter_ms": []}, {"interpreter_ms": ["x", None]},
-                                   {"kernel_ms": "fast"}])
+                                   {"kernel_ms": "fast"}, {"memory_ms": 3.0}])
 def test_a_missing_or_malformed_probe_reads_as_none(probe: dict) -> None:
     assert hostspeed.summary(probe) == {} and hostspeed.line(probe) is None
 
@@ -76,7 +76,27 @@ def test_a_run_without_a_probe_has_none(info: object) -> None:
     assert hostspeed.of_run(info) == {}  # type: ignore[arg-type]
 
 
-def test_the_probe_reads_both_kinds_of_work() -> None:
+def test_the_line_counts_the_passes_of_whichever_probes_the_run_has() -> None:
+    """An older run recorded two probes, a newer three; one with only some is still read."""
+    line = hostspeed.line({"kernel_ms": [1.0, 1.5, 1.25], "memory_ms": [2.0, "x"]})
+    assert line is not None and "each of 3 process(es)" in line
+    assert "one-thread matmul 1.25 ms (1.00-1.50)" in line and "memory walk 2.00 ms" in line
+    assert "Python loop" not in line
+
+
+def test_the_memory_walk_visits_every_slot_before_it_repeats() -> None:
+    """Hull-Dobell: x -> a x + c modulo a power of two has full period iff c is odd and
+    a = 1 (mod 4); a shorter cycle could settle in the caches and measure nothing."""
+    assert hostspeed.WALK_C % 2 == 1 and hostspeed.WALK_A % 4 == 1
+    n, a, c, seen, here = 1 << 12, hostspeed.WALK_A % (1 << 12), hostspeed.WALK_C % (1 << 12), \
+        set(), 0
+    for _ in range(n):
+        seen.add(here)
+        here = (a * here + c) % n
+    assert len(seen) == n and here == 0
+
+
+def test_the_probe_reads_every_kind_of_work() -> None:
     found = hostspeed.measure(repeats=1)
     assert sorted(found) == sorted(hostspeed.PROBES) and all(v > 0 for v in found.values())
     assert hostspeed.summary({k: [v] for k, v in found.items()}) == {
