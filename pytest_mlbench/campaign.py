@@ -297,9 +297,10 @@ class Campaign:
         return PoolKey(cid.framework, cid.workers, state.lane.side.name, slot)
 
     def _slots(self, state: CaseState) -> tuple[PoolKey, ...]:
-        """The pools a case may run on. A session that times nothing keeps a pool of each
+        """The pools a case may run on. A session that times nothing may keep a pool of each
         framework per core, so that one framework's compilations (torch.compile's of every
-        workload) need not wait for each other; a timed pass has one pool a framework."""
+        workload) need not wait for each other; the later ones start only when a job needs
+        them (UntimedJobs prefers a job's first pool). A timed pass has one pool a framework."""
         slots = 1 if self.plan.timing else self.untimed.width
         return tuple(self._pool_key(state, slot) for slot in range(slots))
 
@@ -332,19 +333,17 @@ class Campaign:
                                         if s.alive and key in self._slots(s))
 
     def _start_pools(self) -> None:
-        """Start every pool this pass will use at once (nothing is timed yet, and importing
-        TensorFlow or warming inductor up is seconds of CPU each: the cores share it). A pool
-        that fails to start is left out: its cases meet the failure again, and report it,
-        when they ask for it."""
-        cases: dict[PoolKey, list[CaseState]] = {}
+        """Start the pools this pass will use at once (nothing is timed yet, and importing
+        TensorFlow or warming inductor up is seconds of CPU each: the cores share it); of a
+        framework's spare pools (a session that times nothing) none: they start when a job
+        first needs one. A pool that fails to start is left out: its cases meet the failure
+        again, and report it, when they ask for it."""
+        wanted: dict[PoolKey, CaseState] = {}
         for state in self.states.values():
             cid = state.cid
             if state.alive and not cid.workload.unsupported_reason(
                     cid.framework, cid.variant, cid.device, cid.precision, cid.task.label):
-                for key in self._slots(state):
-                    cases.setdefault(key, []).append(state)
-        # a second slot only where a framework has more than one case to share out
-        wanted = {key: found[0] for key, found in cases.items() if len(found) > key.slot}
+                wanted.setdefault(self._slots(state)[0], state)
         fresh = [self._new_pool(key, state.lane.side, self._compiled(key))
                  for key, state in wanted.items()
                  if key not in self.pools or self.pools[key].pool is None]

@@ -5,7 +5,8 @@ checking them against the reference, auditing timed rounds afterwards. Only the 
 must run alone. ``UntimedJobs.run`` runs a batch of such jobs on up to ``width`` threads of
 the parent (one per core), never two jobs on the same key at once: a key is a worker pool,
 which answers one command at a time. A job may name several keys (equivalent pools: a session
-that times nothing keeps a pool per framework and core) and runs on whichever is free first.
+that times nothing may keep a pool per framework and core) and runs on its first if it is
+free, on a later one only when no other job can use a free thread on its own first key.
 The batch ends before anything is timed again.
 
 A job handles its own failures (the campaign records them against its case); an exception
@@ -77,15 +78,19 @@ class UntimedJobs:
 
     def _start(self, ex: futures.ThreadPoolExecutor, pending: list[Job],
                running: dict[futures.Future[None], Hashable]) -> None:
-        """Start the first pending jobs with a free key, while a thread is free. Jobs that
-        name the same keys start in the order given."""
+        """Start pending jobs while a thread is free: first those whose first key is free,
+        then any with a free key. A job's later keys are spares (a second pool of the same
+        framework, started only when first used): a free thread goes to another key's job
+        before it opens a spare. Jobs that name the same keys start in the order given."""
         busy = set(running.values())
-        for job in list(pending):
-            if len(running) >= self.width:
-                return
-            key = next((k for k in job.keys if k not in busy), None)
-            if key is None:
-                continue
-            pending.remove(job)
-            busy.add(key)
-            running[ex.submit(job.run, key)] = key
+        for first_only in (True, False):
+            for job in list(pending):
+                if len(running) >= self.width:
+                    return
+                keys = job.keys[:1] if first_only else job.keys
+                key = next((k for k in keys if k not in busy), None)
+                if key is None:
+                    continue
+                pending.remove(job)
+                busy.add(key)
+                running[ex.submit(job.run, key)] = key

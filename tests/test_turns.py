@@ -9,6 +9,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from pytest_mlbench import catalogue, frameworks, pipeline
 from pytest_mlbench.campaign import Campaign, Lane, Plan
 from pytest_mlbench.case import CaseId
@@ -91,3 +93,29 @@ def test_only_a_timed_campaign_warms_compilers_up_and_only_for_compiled_cases() 
     assert not unchecked._compiled(torch_key) and not unchecked._compiled(numpy_key)
     assert not any(unchecked._compiled(k) for k in {k for s in unchecked.states.values()
                                                     for k in unchecked._slots(s)})
+
+
+def test_a_campaign_that_times_nothing_starts_one_pool_a_framework_and_spares_on_demand(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spare pools of a framework (a session that times nothing) are not spawned with the
+    rest: importing TensorFlow twice is seconds of CPU that a job may never need."""
+    spawned: list[PoolKey] = []
+
+    class Pool:
+        def __init__(self, key: PoolKey) -> None:
+            self.key, self.pool = key, None
+
+        def spawn(self) -> None:
+            spawned.append(self.key)
+
+        def started(self) -> None:
+            self.pool = object()
+
+    campaign = campaign_of(False)
+    monkeypatch.setattr(campaign.untimed, "width", 2)
+    monkeypatch.setattr(campaign, "_new_pool", lambda key, side, compiler: Pool(key))
+    campaign._start_pools()
+    assert sorted(k.framework for k in spawned) == ["numpy", "torch"]
+    assert all(k.slot == 0 for k in spawned)
+    spare = campaign._slots(next(iter(campaign.states.values())))[1]
+    assert spare.slot == 1 and spare not in campaign.pools

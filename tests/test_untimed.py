@@ -121,3 +121,23 @@ def test_a_job_runs_on_whichever_of_its_keys_is_free() -> None:
     UntimedJobs(2).run([Job(("torch/0", "torch/1"), run) for _ in range(6)])
     assert most[0] == 2 and not overlap[0]
     assert set(used) == {"torch/0", "torch/1"}
+
+
+def test_a_job_takes_a_spare_key_only_when_no_other_job_can_use_the_free_thread() -> None:
+    """A job's later keys are spare pools that start when first used: while another job can
+    run on its own first key, the free thread goes to it. Here the second "a" job waits for
+    a0 rather than opening a1, because the "b" job can use the other thread (it then waits for
+    the second "a" job, so the order is fixed without timing anything)."""
+    second_done = threading.Event()
+    used: list[object] = []
+
+    def a(key: object) -> None:
+        used.append(key)
+        if len(used) == 2:
+            second_done.set()
+
+    def b(key: object) -> None:
+        assert second_done.wait(10), "the second 'a' job never ran beside 'b'"
+
+    UntimedJobs(2).run([Job(("a0", "a1"), a), Job(("a0", "a1"), a), Job(("b0", "b1"), b)])
+    assert used == ["a0", "a0"]
