@@ -9,9 +9,9 @@ kernel-bound ones. This cannot be controlled from here, so it is shown: before e
 starts its workers (nothing else of the campaign runs then), the campaign times three fixed
 pieces of work in its own process: a pure-Python loop that stays in the core's caches (what
 eager dispatch leans on), a one-thread float32 matmul (what kernels lean on), and a Python walk
-through a table twice this host's last-level cache, each step a load from memory (what a
-neighbour's cache and memory traffic slows: a dispatch-heavy step's working set does not fit in
-the caches either, while the loop's does). The figures go into the run's
+through a table twice the reference host's last-level cache, each step a load from memory
+(what a neighbour's cache and memory traffic slows: a large model's dispatch-heavy step need
+not fit in the caches either, while the loop does). The figures go into the run's
 ``machine_info["mlbench"]["host_probe"]`` (never into the machine's id) and under the
 normalised table; ``tools/reproducibility.py`` sets them side by side across runs.
 """
@@ -31,7 +31,8 @@ LOOP_N = 100_000  # about 5 ms of CPython
 MATMUL_N, MATMUL_CALLS = 192, 8  # about 1 ms on one AVX2 core
 # 64 MB of int64, past the last-level cache of most hosts (32 MB on the reference one); its
 # order is a full-period affine map modulo a power of two, so that the next address is never
-# the one a prefetcher would guess; 20,000 steps are about 2 ms at DRAM latency
+# the one a prefetcher would guess; 20,000 steps are about 5 ms here (a NumPy index and a
+# load from memory each)
 WALK_BITS, WALK_STEPS = 23, 20_000
 WALK_A, WALK_C = 6_364_136_223_846_793_005 % (1 << 23), 1_442_695_040_888_963_407 % (1 << 23)
 

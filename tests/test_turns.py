@@ -1,7 +1,7 @@
 """Timed turns: the first round after a worker resumes is run and dropped, and the campaign
 plans rounds, turns and audits so that dropped rounds never shorten what is recorded.
 A fake pool stands in for the worker: nothing here depends on how fast anything runs. Last,
-which workers a campaign starts with their compiler warmed up."""
+which pools a campaign starts with a pass, and which of them warm their compiler up."""
 
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def test_without_dropping_every_round_is_recorded() -> None:
     assert run.turn(2, discard=0) == [10.0, 1.0]
 
 
-# -- which pools warm a compiler up ----------------------------------------------------------
+# -- which pools start, and warm a compiler up -------------------------------------------------
 
 def campaign_of(timing: bool) -> Campaign:
     """A campaign of the smoke mlp in torch (eager and jit) and numpy (eager); nothing runs."""
