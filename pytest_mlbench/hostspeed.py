@@ -131,11 +131,11 @@ def of_run(machine_info: Mapping[str, Any]) -> Mapping[str, Sequence[float]]:
 
 def line(probe: Mapping[str, Sequence[float]]) -> str | None:
     """One line for the terminal: each probe's median and range over the passes."""
-    found = summary(probe)
+    found = readings(probe)
     if not found:
         return None
-    passes = max(len(values) for values in readings(probe).values())
-    parts = [f"{LABELS[name]} {m:.2f} ms ({lo:.2f}-{hi:.2f})"
-             for name, (m, lo, hi) in found.items()]
+    passes = max(len(values) for values in found.values())
+    parts = [f"{LABELS[name]} {statistics.median(values):.2f} ms "
+             f"({min(values):.2f}-{max(values):.2f})" for name, values in found.items()]
     return (f"host probe before each of {passes} process(es): " + ", ".join(parts)
             + "; a change here between runs moves eager (dispatch-bound) figures most")

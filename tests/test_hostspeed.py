@@ -101,3 +101,15 @@ def test_the_probe_reads_every_kind_of_work() -> None:
     assert sorted(found) == sorted(hostspeed.PROBES) and all(v > 0 for v in found.values())
     assert hostspeed.summary({k: [v] for k, v in found.items()}) == {
         k: (v, v, v) for k, v in found.items()}
+
+
+@pytest.mark.parametrize("runs", ["1", "0", "-3"])
+def test_the_reproducibility_tool_refuses_fewer_than_two_runs_in_one_line(
+        runs: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    tool = reproducibility()
+    monkeypatch.setattr("sys.argv", ["reproducibility.py", "--runs", runs])
+    with pytest.raises(SystemExit) as exited:
+        tool.main()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exited.value.code == 2
+    assert err[-1].endswith(f"--runs {runs}: at least 2 runs are needed to compare")

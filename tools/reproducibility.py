@@ -94,13 +94,14 @@ def main() -> int:
                           "run2.json, ...)")
     cli.add_argument("pytest_args", nargs="*")
     args = cli.parse_args()
+    if not args.read and args.runs < 2:
+        cli.error(f"--runs {args.runs}: at least 2 runs are needed to compare")
     if args.read:
         paths = sorted(args.read.glob("run*.json"), key=lambda p: int(p.stem[3:] or 0))
         if len(paths) < 2:
             cli.error(f"{args.read}: fewer than two run*.json files to compare")
         args.runs = len(paths)
         loaded = [load_run(p) for p in paths]
-        runs, host = [records(r) for r in loaded], host_rows(loaded)
     else:
         with tempfile.TemporaryDirectory(prefix="mlbench-repro-") as tmp:
             folder = args.keep or Path(tmp)
@@ -109,8 +110,8 @@ def main() -> int:
             for i, path in enumerate(paths):
                 took = session(args.pytest_args, path)
                 print(f"run {i + 1}/{args.runs}: {took:.0f} s", file=sys.stderr, flush=True)
-            loaded = [load_run(p) for p in paths]
-            runs, host = [records(r) for r in loaded], host_rows(loaded)
+            loaded = [load_run(p) for p in paths]  # before the temporary folder goes
+    runs, host = [records(r) for r in loaded], host_rows(loaded)
     header = ["implementation", *(f"run {i + 1}: ratio [next run 95%]" for i in range(args.runs)),
               "spread", f"within {args.limit:.0%} and intervals"]
     total = 0
