@@ -424,8 +424,11 @@ class Campaign:
                             self.plan.size, self.plan.seed)
             run = CaseRun(ctx, pool, spec, cid.shape.steps_per_call, full=p == 0)
             state.environment.setdefault("workers", [dict(i) for i in pool.info])
-            run.prepare(self.plan.threads, self.plan.affinity == "pin")
+            run.prepare(self.plan.threads, self.plan.affinity == "pin",
+                        pretouch=self.plan.timing)
             state.environment.setdefault("pinned", []).append(run.pinned)
+            if run.heap:
+                state.environment.setdefault("heap", []).append(run.heap)
             if p == 0:
                 state.first_call_s = run.checked_step_s[0] if run.checked_step_s else None
             return run

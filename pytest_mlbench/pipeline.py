@@ -46,6 +46,7 @@ class CaseRun:
     rounds_done: int = 0
     pinned: dict[str, Any] = field(default_factory=dict)
     faults: list[int] = field(default_factory=list)  # page faults of each recorded round
+    heap: dict[str, Any] = field(default_factory=dict)  # the pre-touch (allocator.pretouch)
     full: bool = True  # the first pass: peak memory and the re-check after training too
 
     @property
@@ -58,8 +59,9 @@ class CaseRun:
 
     # -- before timing ----------------------------------------------------------------------
 
-    def prepare(self, threads: int, pin: bool) -> None:
-        """Build in the worker, then every check that comes before timing."""
+    def prepare(self, threads: int, pin: bool, pretouch: bool = False) -> None:
+        """Build in the worker, then every check that comes before timing; ``pretouch``
+        (a timed session): then the worker's heap is faulted in (engine/allocator.py)."""
         self.handle = self.pool.open(self.spec)
         for info in self.pool.info:
             assert_threads(info["threads"], self.expected_threads(), where=self.ctx.where)
@@ -77,6 +79,8 @@ class CaseRun:
             times.append(float(warm["seconds"][0]))
             self.kept.update(warm["kept"])
         self.round_s = min(times)
+        if pretouch:
+            self.heap = self._call("pretouch")
         self.compile_s = float(self._call("compiled_seconds"))
         self.pinned = self.pool.pool.call("info")[0]["pinned"] if self.pool.pool else {}
 

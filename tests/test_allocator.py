@@ -5,6 +5,7 @@ made JAX's ViT step 60% slower and TensorFlow's bimodal."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -94,3 +95,48 @@ def test_minor_faults_counts_this_process() -> None:
     block = bytearray(8 * 2**20)  # 8 MiB of fresh pages
     block[::4096] = b"x" * len(block[::4096])
     assert allocator.minor_faults() - before > 1000
+
+
+# a worker's heap after its builds and checks: a block it allocated and freed without
+# touching it (pages a later step is the first to write), then two steps whose temporaries
+# land there and past it, within the headroom; their faults, with or without the pre-touch
+GROWTH = """
+import ctypes, json, sys
+from pytest_mlbench.engine import allocator
+libc = ctypes.CDLL(None)
+libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+built = libc.malloc(48 * 2**20)
+libc.free(built)
+facts = allocator.pretouch() if sys.argv[1] == "pretouch" else {}
+faults = []
+for size in (32 * 2**20, 24 * 2**20):  # in the untouched block, then past it
+    before = allocator.minor_faults()
+    step = libc.malloc(size)
+    ctypes.memset(step, 1, size)
+    faults.append(allocator.minor_faults() - before)
+print(json.dumps({"faults": faults, "facts": facts}))
+"""
+
+
+def step_faults(mode: str) -> dict[str, object]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    done = subprocess.run([sys.executable, "-c", GROWTH, mode],
+                          env={**clean, **allocator.ENV}, capture_output=True, text=True,
+                          check=True)
+    return json.loads(done.stdout.splitlines()[-1])  # type: ignore[no-any-return]
+
+
+@glibc
+def test_a_pretouched_heap_gives_a_steps_growth_memory_already_mapped() -> None:
+    """Untouched pages inside the heap and growth past its top both fault while timed unless
+    the heap was pre-touched with headroom (allocator.pretouch)."""
+    pages = 24 * 2**20 // 4096
+    plain = step_faults("plain")
+    assert all(f > pages // 2 for f in plain["faults"]), plain  # type: ignore[attr-defined]
+    touched = step_faults("pretouch")
+    facts = touched["facts"]
+    if not facts["pretouched"]:  # type: ignore[index]
+        pytest.skip(f"no pre-touch here: {facts['why']}")  # type: ignore[index]
+    assert facts["top_mb"] >= allocator.HEADROOM_MIN / 2**20  # type: ignore[index]
+    assert all(f < pages // 20 for f in touched["faults"]), touched  # type: ignore[attr-defined]

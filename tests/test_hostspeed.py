@@ -28,6 +28,8 @@ def reproducibility():  # the tool is a script, not a module of the package
 
 def test_a_timed_session_reads_the_host_before_each_process_outside_the_machine_id(
         pytester: pytest.Pytester) -> None:
+    """The host probe of each process; the same session's records also show each process's
+    heap pre-touch."""
     toy(pytester, slowdown=0.0)
     out = pytester.path / "run.json"
     result = pytester.runpytest_subprocess("suites", "-p", "no:cacheprovider",
@@ -37,7 +39,14 @@ def test_a_timed_session_reads_the_host_before_each_process_outside_the_machine_
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines(["host probe before each of 3 process(es): Python loop * ms "
                                  "(*-*), one-thread matmul * ms (*-*);*"])
-    info = json.loads(out.read_text())["machine_info"]
+    run = json.loads(out.read_text())
+    # and each process's worker pre-touched its heap before the case's timed rounds
+    # (engine/allocator.py), or says why it could not
+    for bench in run["benchmarks"]:
+        heaps = bench["extra_info"]["mlbench"]["environment"]["heap"]
+        assert len(heaps) == 3, heaps
+        assert all(h["top_mb"] >= 64 if h["pretouched"] else h["why"] for h in heaps), heaps
+    info = run["machine_info"]
     probe = info["mlbench"]["host_probe"]
     assert sorted(probe) == sorted(hostspeed.PROBES)
     assert all(len(probe[name]) == 3 and min(probe[name]) > 0 for name in hostspeed.PROBES)

@@ -175,6 +175,10 @@ class CaseServer:
             out["trained"] = self.evaluate()
         return out
 
+    def pretouch(self) -> dict[str, Any]:
+        """Fault the heap in, with headroom, before the timed rounds (allocator.py)."""
+        return allocator.pretouch()
+
     def compiled_seconds(self) -> float:
         return self._compile_seconds()
 
