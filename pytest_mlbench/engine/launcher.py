@@ -31,7 +31,7 @@ from typing import Any, Protocol
 STOP_GRACE_S = 5.0
 # seconds the other ranks get to answer once one rank reported a failure
 FAILED_GRACE_S = 20.0
-PROTOCOL = 3  # bumped when commands change: an A/B worker of another revision must match
+PROTOCOL = 4  # bumped when commands change: an A/B worker of another revision must match
 
 
 class WorkerError(RuntimeError):
