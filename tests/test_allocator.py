@@ -140,3 +140,16 @@ def test_a_pretouched_heap_gives_a_steps_growth_memory_already_mapped() -> None:
         pytest.skip(f"no pre-touch here: {facts['why']}")  # type: ignore[index]
     assert facts["top_mb"] >= allocator.HEADROOM_MIN / 2**20  # type: ignore[index]
     assert all(f < pages // 20 for f in touched["faults"]), touched  # type: ignore[attr-defined]
+
+
+@glibc
+def test_a_heap_with_too_much_free_memory_in_pieces_is_touched_without_headroom(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Making the headroom takes a block larger than all free memory together; past
+    GROW_MAX the pre-touch leaves the heap's size alone and says so."""
+    monkeypatch.setattr(allocator, "HEADROOM_MIN", 2**40)  # never already there
+    monkeypatch.setattr(allocator, "GROW_MAX", 0)
+    facts = allocator.pretouch()
+    if not facts["pretouched"]:
+        pytest.skip(f"no pre-touch here: {facts['why']}")
+    assert "not made" in facts["headroom"] and facts["top_mb"] < 2**20

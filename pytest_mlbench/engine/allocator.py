@@ -62,6 +62,7 @@ MADV_POPULATE_WRITE = 23  # linux/mman.h, Linux 5.14+
 HEADROOM_MIN = 64 * 2**20  # the top of the heap a pre-touch leaves, at least
 HEADROOM_MAX = 512 * 2**20  # and at most: memory a worker keeps for a step's growth
 HEADROOM_SHARE = 4  # otherwise a quarter of the heap
+GROW_MAX = 2**30  # a heap with more free memory than this in pieces gets no headroom made
 
 
 class _MallInfo2(ctypes.Structure):  # glibc 2.33+ (struct mallinfo2, malloc.h)
@@ -99,10 +100,12 @@ def pretouch() -> dict[str, Any]:
         return {"pretouched": False, "why": "no brk heap in /proc/self/maps"}
     headroom = max(HEADROOM_MIN, min(HEADROOM_MAX, (heap[1] - heap[0]) // HEADROOM_SHARE))
     info = libc.mallinfo2()
-    if info.keepcost < headroom:
+    grow = info.fordblks + headroom
+    short = info.keepcost < headroom
+    if short and grow <= GROW_MAX:
         # larger than all free memory together, so no free chunk can serve it: it extends
         # the top, and freed it joins the top (trimming is off)
-        block = libc.malloc(info.fordblks + headroom)
+        block = libc.malloc(grow)
         if block:
             libc.free(block)
     heap = heap_range()
@@ -113,5 +116,9 @@ def pretouch() -> dict[str, Any]:
                else f"madvise failed: {errno.errorcode.get(code, code)}")
         return {"pretouched": False, "why": why}
     top = libc.mallinfo2().keepcost
-    return {"pretouched": True, "heap_mb": round((heap[1] - heap[0]) / 2**20, 1),
-            "top_mb": round(top / 2**20, 1)}
+    facts: dict[str, Any] = {"pretouched": True, "heap_mb": round((heap[1] - heap[0]) / 2**20, 1),
+                             "top_mb": round(top / 2**20, 1)}
+    if short and grow > GROW_MAX:  # the memory it would take: faults past the top show
+        facts["headroom"] = (f"not made: {info.fordblks / 2**20:.0f} MB free in pieces; the "
+                             f"heap would have grown by more than {GROW_MAX / 2**20:.0f} MB")
+    return facts
