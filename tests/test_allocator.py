@@ -106,6 +106,13 @@ from pytest_mlbench.engine import allocator
 libc = ctypes.CDLL(None)
 libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
 libc.free.argtypes = [ctypes.c_void_p]
+if sys.argv[2] == "blocked":  # something mapped right after the heap (a JIT's code, say):
+    libc.sbrk.restype, libc.sbrk.argtypes = ctypes.c_void_p, [ctypes.c_ssize_t]
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    end = libc.sbrk(0)  # the heap cannot grow: glibc continues it in mapped memory
+    assert libc.mmap(end, 4096, 1, 0x22 | 0x100000, -1, 0) == end  # FIXED_NOREPLACE
 built = libc.malloc(48 * 2**20)
 libc.free(built)
 facts = allocator.pretouch() if sys.argv[1] == "pretouch" else {}
@@ -119,23 +126,27 @@ print(json.dumps({"faults": faults, "facts": facts}))
 """
 
 
-def step_faults(mode: str) -> dict[str, object]:
+def step_faults(mode: str, heap: str = "contiguous") -> dict[str, object]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
-    done = subprocess.run([sys.executable, "-c", GROWTH, mode],
+    done = subprocess.run([sys.executable, "-c", GROWTH, mode, heap],
                           env={**clean, **allocator.ENV}, capture_output=True, text=True,
                           check=True)
     return json.loads(done.stdout.splitlines()[-1])  # type: ignore[no-any-return]
 
 
 @glibc
-def test_a_pretouched_heap_gives_a_steps_growth_memory_already_mapped() -> None:
+@pytest.mark.parametrize("heap", ["contiguous", "blocked"])
+def test_a_pretouched_heap_gives_a_steps_growth_memory_already_mapped(heap: str) -> None:
     """Untouched pages inside the heap and growth past its top both fault while timed unless
-    the heap was pre-touched with headroom (allocator.pretouch)."""
+    the heap was pre-touched with headroom (allocator.pretouch); also when the heap could
+    not grow in place and glibc continued it in mapped memory, as in a worker whose JIT
+    mapped code right after the heap."""
     pages = 24 * 2**20 // 4096
-    plain = step_faults("plain")
+    plain = step_faults("plain", heap)
     assert all(f > pages // 2 for f in plain["faults"]), plain  # type: ignore[attr-defined]
-    touched = step_faults("pretouch")
+    touched = step_faults("pretouch", heap)
     facts = touched["facts"]
+    assert facts["top_in_heap"] == (heap == "contiguous"), facts  # type: ignore[index]
     if not facts["pretouched"]:  # type: ignore[index]
         pytest.skip(f"no pre-touch here: {facts['why']}")  # type: ignore[index]
     assert facts["top_mb"] >= allocator.HEADROOM_MIN / 2**20  # type: ignore[index]

@@ -44,6 +44,7 @@ import errno
 import resource
 import sys
 from typing import Any
+from xml.etree import ElementTree
 
 ENV = {
     "MALLOC_ARENA_MAX": "1",  # every thread allocates from the main heap (no 64 MiB cap)
@@ -62,7 +63,7 @@ MADV_POPULATE_WRITE = 23  # linux/mman.h, Linux 5.14+
 HEADROOM_MIN = 64 * 2**20  # the top of the heap a pre-touch leaves, at least
 HEADROOM_MAX = 512 * 2**20  # and at most: memory a worker keeps for a step's growth
 HEADROOM_SHARE = 4  # otherwise a quarter of the heap
-GROW_MAX = 2**30  # a heap with more free memory than this in pieces gets no headroom made
+GROW_MAX = 2**30  # a top this far short of the headroom is left short (the memory it takes)
 
 
 class _MallInfo2(ctypes.Structure):  # glibc 2.33+ (struct mallinfo2, malloc.h)
@@ -82,14 +83,19 @@ def heap_range() -> tuple[int, int] | None:
 
 
 def pretouch() -> dict[str, Any]:
-    """Leave the heap's top at least a headroom long, then fault every page of the heap in
-    (the contents stay as they are). Untimed: before a case's timed rounds. Returns what was
-    done, or why nothing was (not Linux and glibc, or a kernel before 5.14)."""
+    """Leave the heap's top at least a headroom long, then fault every page of the heap and
+    of its top in (the contents stay as they are). Untimed: before a case's timed rounds.
+    Returns what was done, or why nothing was (not Linux and glibc, or a kernel before 5.14).
+
+    The top is not always inside the brk heap: once something is mapped right after the
+    heap (a JIT's code, say), glibc continues the main arena in mapped memory elsewhere. It
+    is found as the start of a block larger than every free chunk (malloc_info), which only
+    the top can serve."""
     if not sys.platform.startswith("linux"):
         return {"pretouched": False, "why": "not Linux"}
     libc = ctypes.CDLL(None, use_errno=True)
-    if not hasattr(libc, "mallinfo2"):
-        return {"pretouched": False, "why": "the C library has no mallinfo2 (glibc 2.33+)"}
+    if not hasattr(libc, "mallinfo2") or not hasattr(libc, "malloc_info"):
+        return {"pretouched": False, "why": "the C library is not glibc 2.33+ (mallinfo2)"}
     libc.mallinfo2.restype = _MallInfo2
     libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
     libc.free.restype, libc.free.argtypes = None, [ctypes.c_void_p]
@@ -100,25 +106,61 @@ def pretouch() -> dict[str, Any]:
         return {"pretouched": False, "why": "no brk heap in /proc/self/maps"}
     headroom = max(HEADROOM_MIN, min(HEADROOM_MAX, (heap[1] - heap[0]) // HEADROOM_SHARE))
     info = libc.mallinfo2()
-    grow = info.fordblks + headroom
-    short = info.keepcost < headroom
-    if short and grow <= GROW_MAX:
-        # larger than all free memory together, so no free chunk can serve it: it extends
-        # the top, and freed it joins the top (trimming is off)
-        block = libc.malloc(grow)
-        if block:
-            libc.free(block)
+    size = max(_largest_free(libc) + PAGE, headroom)  # no free chunk can serve it: the top does
+    grow = max(0, size - info.keepcost)
+    facts: dict[str, Any] = {"pretouched": True}
+    if grow > GROW_MAX:  # the memory it would take: faults past the top show
+        facts["headroom"] = (f"not made: the heap would have grown by {grow / 2**20:.0f} MB, "
+                             f"more than {GROW_MAX / 2**20:.0f} MB")
+        top = None
+    else:
+        block = libc.malloc(size)
+        if not block:
+            return {"pretouched": False, "why": f"no memory for a {size >> 20} MB headroom"}
+        top = (block, block + size + libc.mallinfo2().keepcost)  # the top, once it is freed
+        error = _populate(libc, *top)
+        libc.free(block)
+        if error:
+            return {"pretouched": False, "why": error}
     heap = heap_range()
     assert heap is not None
-    if libc.madvise(heap[0], heap[1] - heap[0], MADV_POPULATE_WRITE) != 0:
-        code = ctypes.get_errno()
-        why = ("the kernel has no MADV_POPULATE_WRITE (Linux 5.14+)" if code == errno.EINVAL
-               else f"madvise failed: {errno.errorcode.get(code, code)}")
-        return {"pretouched": False, "why": why}
-    top = libc.mallinfo2().keepcost
-    facts: dict[str, Any] = {"pretouched": True, "heap_mb": round((heap[1] - heap[0]) / 2**20, 1),
-                             "top_mb": round(top / 2**20, 1)}
-    if short and grow > GROW_MAX:  # the memory it would take: faults past the top show
-        facts["headroom"] = (f"not made: {info.fordblks / 2**20:.0f} MB free in pieces; the "
-                             f"heap would have grown by more than {GROW_MAX / 2**20:.0f} MB")
+    error = _populate(libc, *heap)
+    if error:
+        return {"pretouched": False, "why": error}
+    facts.update({"heap_mb": round((heap[1] - heap[0]) / 2**20, 1),
+                  "top_mb": round(libc.mallinfo2().keepcost / 2**20, 1),
+                  "top_in_heap": top is None or heap[0] <= top[0] < heap[1]})
     return facts
+
+
+PAGE = 4096
+
+
+def _populate(libc: Any, start: int, end: int) -> str:
+    """Fault [start, end) in, page-aligned outwards, contents unchanged; an error or ""."""
+    first, last = start & ~(PAGE - 1), (end + PAGE - 1) & ~(PAGE - 1)
+    if libc.madvise(first, last - first, MADV_POPULATE_WRITE) == 0:
+        return ""
+    code = ctypes.get_errno()
+    return ("the kernel has no MADV_POPULATE_WRITE (Linux 5.14+)" if code == errno.EINVAL
+            else f"madvise failed: {errno.errorcode.get(code, code)}")
+
+
+def _largest_free(libc: Any) -> int:
+    """The largest free chunk of the main arena (the only one: MALLOC_ARENA_MAX=1), from
+    malloc_info's report of its bins (the top is not in them)."""
+    buf, length = ctypes.c_char_p(), ctypes.c_size_t()
+    libc.open_memstream.restype = ctypes.c_void_p
+    libc.open_memstream.argtypes = [ctypes.POINTER(ctypes.c_char_p),
+                                    ctypes.POINTER(ctypes.c_size_t)]
+    libc.malloc_info.argtypes = [ctypes.c_int, ctypes.c_void_p]
+    libc.fclose.argtypes = [ctypes.c_void_p]
+    stream = libc.open_memstream(ctypes.byref(buf), ctypes.byref(length))
+    libc.malloc_info(0, stream)
+    libc.fclose(stream)
+    report = ctypes.string_at(buf, length.value)
+    libc.free(ctypes.cast(buf, ctypes.c_void_p))
+    heap = ElementTree.fromstring(report).find("heap")
+    sizes = heap.find("sizes") if heap is not None else None
+    return max((int(e.get("to", "0")) for e in (sizes if sizes is not None else ())),
+               default=0)
