@@ -30,8 +30,12 @@ which is what a benchmark worker wants.
    touched. Which rounds pay depended on the process. So before its timed rounds, a
    timed case's worker pre-touches its heap (``pretouch``, as a JVM benchmark runs with
    AlwaysPreTouch): the top of the heap is made at least ``headroom`` long, then every
-   page of the heap is faulted in (MADV_POPULATE_WRITE) without changing what is there. A
-   step's growth within the headroom then finds its memory mapped.
+   page of the heap and of its top is faulted in (MADV_POPULATE_WRITE) without changing
+   what is there. A step's growth within the headroom then finds its memory mapped. The
+   top is found where glibc put it: in the TensorFlow workers of a 3-process main job it
+   was outside the brk heap (something had been mapped right after the heap, and glibc
+   continues the heap in mapped memory then), and a pre-touch of the brk heap alone left
+   their faults as they were.
 
 The faults a timed round takes are still counted (``minor_faults``) and reported per step
 with every result, so a case that pays the OS for memory while timed shows it.
@@ -62,7 +66,7 @@ def minor_faults() -> int:
 MADV_POPULATE_WRITE = 23  # linux/mman.h, Linux 5.14+
 HEADROOM_MIN = 64 * 2**20  # the top of the heap a pre-touch leaves, at least
 HEADROOM_MAX = 512 * 2**20  # and at most: memory a worker keeps for a step's growth
-HEADROOM_SHARE = 4  # otherwise a quarter of the heap
+HEADROOM_SHARE = 4  # otherwise a quarter of the heap (all the main arena has taken)
 GROW_MAX = 2**30  # a top this far short of the headroom is left short (the memory it takes)
 
 
@@ -104,8 +108,8 @@ def pretouch() -> dict[str, Any]:
     heap = heap_range()
     if heap is None:
         return {"pretouched": False, "why": "no brk heap in /proc/self/maps"}
-    headroom = max(HEADROOM_MIN, min(HEADROOM_MAX, (heap[1] - heap[0]) // HEADROOM_SHARE))
-    info = libc.mallinfo2()
+    info = libc.mallinfo2()  # arena: all the main arena has taken, in the brk heap or not
+    headroom = max(HEADROOM_MIN, min(HEADROOM_MAX, info.arena // HEADROOM_SHARE))
     size = max(_largest_free(libc) + PAGE, headroom)  # no free chunk can serve it: the top does
     grow = max(0, size - info.keepcost)
     facts: dict[str, Any] = {"pretouched": True}
