@@ -64,6 +64,7 @@ def minor_faults() -> int:
 
 
 MADV_POPULATE_WRITE = 23  # linux/mman.h, Linux 5.14+
+PAGE = resource.getpagesize()
 HEADROOM_MIN = 64 * 2**20  # the top of the heap a pre-touch leaves, at least
 HEADROOM_MAX = 512 * 2**20  # and at most: memory a worker keeps for a step's growth
 HEADROOM_SHARE = 4  # otherwise a quarter of the heap (all the main arena has taken)
@@ -133,11 +134,8 @@ def pretouch() -> dict[str, Any]:
         return {"pretouched": False, "why": error}
     facts.update({"heap_mb": round((heap[1] - heap[0]) / 2**20, 1),
                   "top_mb": round(libc.mallinfo2().keepcost / 2**20, 1),
-                  "top_in_heap": top is None or heap[0] <= top[0] < heap[1]})
+                  "top_in_heap": None if top is None else heap[0] <= top[0] < heap[1]})
     return facts
-
-
-PAGE = 4096
 
 
 def _populate(libc: Any, start: int, end: int) -> str:
