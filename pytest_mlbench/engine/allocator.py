@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import resource
 import sys
 from typing import Any
@@ -98,14 +99,9 @@ def pretouch() -> dict[str, Any]:
     the top can serve."""
     if not sys.platform.startswith("linux"):
         return {"pretouched": False, "why": "not Linux"}
-    libc = ctypes.CDLL(None, use_errno=True)
-    if not hasattr(libc, "mallinfo2") or not hasattr(libc, "malloc_info"):
+    libc = _glibc()
+    if libc is None:
         return {"pretouched": False, "why": "the C library is not glibc 2.33+ (mallinfo2)"}
-    libc.mallinfo2.restype = _MallInfo2
-    libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
-    libc.free.restype, libc.free.argtypes = None, [ctypes.c_void_p]
-    libc.madvise.restype = ctypes.c_int
-    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     heap = heap_range()
     if heap is None:
         return {"pretouched": False, "why": "no brk heap in /proc/self/maps"}
@@ -152,11 +148,6 @@ def _largest_free(libc: Any) -> int:
     """The largest free chunk of the main arena (the only one: MALLOC_ARENA_MAX=1), from
     malloc_info's report of its bins (the top is not in them)."""
     buf, length = ctypes.c_char_p(), ctypes.c_size_t()
-    libc.open_memstream.restype = ctypes.c_void_p
-    libc.open_memstream.argtypes = [ctypes.POINTER(ctypes.c_char_p),
-                                    ctypes.POINTER(ctypes.c_size_t)]
-    libc.malloc_info.argtypes = [ctypes.c_int, ctypes.c_void_p]
-    libc.fclose.argtypes = [ctypes.c_void_p]
     stream = libc.open_memstream(ctypes.byref(buf), ctypes.byref(length))
     libc.malloc_info(0, stream)
     libc.fclose(stream)
@@ -166,3 +157,23 @@ def _largest_free(libc: Any) -> int:
     sizes = heap.find("sizes") if heap is not None else None
     return max((int(e.get("to", "0")) for e in (sizes if sizes is not None else ())),
                default=0)
+
+
+@functools.cache
+def _glibc() -> Any:
+    """The C library with the prototypes the pre-touch calls, or None when it is not glibc
+    2.33+ (no mallinfo2 or malloc_info)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if not hasattr(libc, "mallinfo2") or not hasattr(libc, "malloc_info"):
+        return None
+    libc.mallinfo2.restype = _MallInfo2
+    libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    libc.free.restype, libc.free.argtypes = None, [ctypes.c_void_p]
+    libc.madvise.restype = ctypes.c_int
+    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    libc.open_memstream.restype = ctypes.c_void_p
+    libc.open_memstream.argtypes = [ctypes.POINTER(ctypes.c_char_p),
+                                    ctypes.POINTER(ctypes.c_size_t)]
+    libc.malloc_info.argtypes = [ctypes.c_int, ctypes.c_void_p]
+    libc.fclose.argtypes = [ctypes.c_void_p]
+    return libc
