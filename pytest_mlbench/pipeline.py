@@ -134,6 +134,8 @@ class CaseRun:
         faults = [max(col) for col in zip(*(r.get("faults") or [0] * total for r in reply),
                                           strict=True)]
         self.kept.update(agree_kept(reply, self.ctx.where))
+        if any(r.get("pretouched") for r in reply):  # the heap had changed since the pre-touch
+            self.heap["again"] = self.heap.get("again", 0) + 1
         self.seconds += seconds[discard:]
         self.faults += faults[discard:]
         self.rounds_done += total

@@ -181,6 +181,31 @@ def test_torch_gpu_path_selects_cuda_and_synchronises(monkeypatch: pytest.Monkey
     assert len(synced) == 1  # the CPU path does not wait on CUDA
 
 
+ALONE = """
+import sys
+from pytest_mlbench import frameworks
+adapter = frameworks.load(sys.argv[1], frameworks.BUILTIN)
+adapter.set_threads(1)
+adapter.setup("cpu", __import__("pytest_mlbench.precision").precision.POLICIES["fp32"], 0)
+adapter.matmul_gflops("float32", 64, 1)
+others = {n: frameworks.adapter_class(n, frameworks.BUILTIN).modules
+          for n in frameworks.BUILTIN if n not in ("numpy", sys.argv[1])}
+print(sorted(m for n, mods in others.items() for m in mods if m in sys.modules))
+"""
+
+
+@pytest.mark.parametrize("name", INSTALLED)
+def test_a_framework_started_alone_loads_no_other_framework(name: str) -> None:
+    """A worker holds one framework: its adapter's start (import, threads, policy, a first
+    matmul) loads no other framework's modules (TensorFlow's import would load JAX)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", ALONE, name], check=True, capture_output=True,
+                          text=True)
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout
+
+
 XLA_TWICE = """
 import os, sys
 os.environ["TF_XLA_FLAGS"] = "--tf_xla_persistent_cache_directory=" + sys.argv[1]

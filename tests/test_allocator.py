@@ -164,3 +164,44 @@ def test_a_heap_with_too_much_free_memory_in_pieces_is_touched_without_headroom(
     if not facts["pretouched"]:
         pytest.skip(f"no pre-touch here: {facts['why']}")
     assert "not made" in facts["headroom"] and facts["top_mb"] < 2**20
+
+
+# a worker after one case's pre-touch: another case's build takes most of the top, then a
+# step needs more memory than is left; the pre-touch's check before the turn, or not
+AGAIN = """
+import ctypes, json, sys
+from pytest_mlbench.engine import allocator
+libc = allocator._glibc()
+never = allocator.pretouch_again()  # no pre-touch in this process yet
+first = allocator.pretouch()
+unchanged = allocator.pretouch_again()
+kept = libc.malloc(libc.mallinfo2().keepcost - 2**20)  # another case's build
+again = allocator.pretouch_again() if sys.argv[1] == "again" else None
+before = allocator.minor_faults()
+step = libc.malloc(32 * 2**20)
+ctypes.memset(step, 1, 32 * 2**20)
+print(json.dumps({"never": never, "first": first, "unchanged": unchanged, "again": again,
+                  "faults": allocator.minor_faults() - before}))
+"""
+
+
+@glibc
+def test_a_top_used_up_after_the_pretouch_is_pretouched_again_before_the_turn() -> None:
+    """A worker prepares its cases, then times them in turns: a case built after another's
+    pre-touch takes the top it left, and the first case's next step grows the heap while
+    timed, unless the turn first checks the heap and pre-touches again (allocator.
+    pretouch_again). The check does nothing when nothing changed, or in a process that never
+    pre-touched."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    found = {}
+    for mode in ("plain", "again"):
+        done = subprocess.run([sys.executable, "-c", AGAIN, mode], env={**clean, **allocator.ENV},
+                              capture_output=True, text=True, check=True)
+        found[mode] = json.loads(done.stdout.splitlines()[-1])
+    if not found["plain"]["first"]["pretouched"]:
+        pytest.skip(f"no pre-touch here: {found['plain']['first']['why']}")
+    pages = 32 * 2**20 // 4096
+    assert found["plain"]["never"] is None and found["plain"]["unchanged"] is None, found
+    assert found["plain"]["faults"] > pages // 2, found["plain"]
+    assert (found["again"]["again"] or {}).get("pretouched"), found["again"]
+    assert found["again"]["faults"] < pages // 20, found["again"]

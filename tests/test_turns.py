@@ -23,15 +23,18 @@ SUITES = Path(__file__).resolve().parents[1] / "suites"
 class FakePool:
     """Answers "round" with a cold first round (10x) and warm ones after it."""
 
-    def __init__(self) -> None:
+    def __init__(self, pretouched: tuple[Any, ...] = ()) -> None:
         self.calls: list[tuple[int, int, dict[int, Any]]] = []
+        self.pretouched = list(pretouched)  # what each turn's pre-touch check did
 
     def case(self, handle: int, method: str, first: int, total: int, calls: int,
              keep: dict[int, Any], timeout: float) -> list[dict[str, Any]]:
         assert method == "round"
         self.calls.append((first, total, dict(keep)))
         seconds = [10.0] + [1.0] * (total - 1)
-        return [{"seconds": seconds, "kept": {r: {"params": {}} for r in keep}}]
+        again = self.pretouched.pop(0) if self.pretouched else None
+        return [{"seconds": seconds, "kept": {r: {"params": {}} for r in keep},
+                 "pretouched": again}]
 
 
 def case_run(pool: FakePool) -> pipeline.CaseRun:
@@ -62,6 +65,16 @@ def test_a_dropped_round_can_be_audited_like_any_other() -> None:
     second_keep = pool.calls[1][2]
     assert 5 in second_keep and 4 in pool.calls[0][2]  # its state before, and after
     assert 5 in run.kept
+
+
+def test_turns_that_pretouched_the_heap_again_are_counted_in_the_heap_record() -> None:
+    """The worker checks its heap before each turn (allocator.pretouch_again); the case's
+    heap record says how many of its turns found it changed and pre-touched again."""
+    run = case_run(FakePool((None, {"pretouched": True}, None, {"pretouched": True})))
+    run.heap = {"pretouched": True, "heap_mb": 100.0}
+    for _ in range(4):
+        run.turn(2)
+    assert run.heap == {"pretouched": True, "heap_mb": 100.0, "again": 2}
 
 
 def test_without_dropping_every_round_is_recorded() -> None:

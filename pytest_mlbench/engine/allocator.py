@@ -35,7 +35,10 @@ which is what a benchmark worker wants.
    top is found where glibc put it: in the TensorFlow workers of a 3-process main job it
    was outside the brk heap (something had been mapped right after the heap, and glibc
    continues the heap in mapped memory then), and a pre-touch of the brk heap alone left
-   their faults as they were.
+   their faults as they were. A worker prepares several cases before it times them in
+   turns, and a case prepared later, or another case's rounds, may use up the top an earlier
+   pre-touch left; so before each timed turn the worker checks whether the heap grew or its
+   top fell short of that headroom, and pre-touches again if so (``pretouch_again``).
 
 The faults a timed round takes are still counted (``minor_faults``) and reported per step
 with every result, so a case that pays the OS for memory while timed shows it.
@@ -70,6 +73,10 @@ HEADROOM_MIN = 64 * 2**20  # the top of the heap a pre-touch leaves, at least
 HEADROOM_MAX = 512 * 2**20  # and at most: memory a worker keeps for a step's growth
 HEADROOM_SHARE = 4  # otherwise a quarter of the heap (all the main arena has taken)
 GROW_MAX = 2**30  # a top this far short of the headroom is left short (the memory it takes)
+
+# this process's last pre-touch: the main arena's size after it, and the headroom it left
+# (0 when it could not make one); empty until the first
+_last: dict[str, int] = {}
 
 
 class _MallInfo2(ctypes.Structure):  # glibc 2.33+ (struct mallinfo2, malloc.h)
@@ -128,10 +135,28 @@ def pretouch() -> dict[str, Any]:
     error = _populate(libc, *heap)
     if error:
         return {"pretouched": False, "why": error}
+    _last.update(arena=libc.mallinfo2().arena, headroom=0 if top is None else headroom)
     facts.update({"heap_mb": round((heap[1] - heap[0]) / 2**20, 1),
                   "top_mb": round(libc.mallinfo2().keepcost / 2**20, 1),
                   "top_in_heap": None if top is None else heap[0] <= top[0] < heap[1]})
     return facts
+
+
+def pretouch_again() -> dict[str, Any] | None:
+    """Before a timed turn: pre-touch again if the heap changed since this process's last
+    pre-touch in a way a step would pay for, else None (one mallinfo2 call). It changed if the
+    heap grew (pages no pre-touch reached) or its top is shorter than the headroom that
+    pre-touch left (another case's build or rounds took it since: the next step that needs
+    more memory grows the heap while timed). Cases are prepared, then timed in turns, so the
+    cases prepared after a case, and their rounds, use the top its pre-touch left. None also in
+    a process that never pre-touched (a session that times nothing)."""
+    if not _last:
+        return None
+    libc = _glibc()
+    info = libc.mallinfo2()
+    if info.arena <= _last["arena"] and info.keepcost >= _last["headroom"]:
+        return None
+    return pretouch()
 
 
 def _populate(libc: Any, start: int, end: int) -> str:

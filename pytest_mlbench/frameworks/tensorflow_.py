@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -41,6 +42,23 @@ def align_names() -> None:
         uid()
 
 
+def import_tensorflow() -> None:
+    """Import TensorFlow without JAX. TensorFlow's import tries ``from jax import jit``
+    (tensorflow.lite.python.util, for converting JAX functions to TFLite), which loads JAX and
+    jaxlib (about 100 MB and a second of start-up here) into a process that should hold one
+    framework. JAX is hidden for that one import when it is not loaded already: TFLite's JAX
+    converter is then off in this process, nothing else changes, and a later ``import jax``
+    works as usual."""
+    if "tensorflow" in sys.modules or "jax" in sys.modules:
+        return
+    sys.modules["jax"] = None  # type: ignore[assignment]  # import jax: ModuleNotFoundError
+    try:
+        import tensorflow  # noqa: F401
+    finally:
+        if "jax" in sys.modules and sys.modules["jax"] is None:
+            del sys.modules["jax"]
+
+
 class TensorflowAdapter:
     name = "tensorflow"
     modules: tuple[str, ...] = ("tensorflow",)
@@ -48,6 +66,7 @@ class TensorflowAdapter:
     variants: tuple[str, ...] = ("eager", "jit", "xla")
 
     def __init__(self) -> None:
+        import_tensorflow()
         self._device = "/CPU:0"
         self._limit: Any = None
         self._traces = 0
