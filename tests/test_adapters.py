@@ -206,6 +206,43 @@ def test_a_framework_started_alone_loads_no_other_framework(name: str) -> None:
     assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout
 
 
+KILLED = """
+import os, signal
+import tensorflow as tf
+from pytest_mlbench.frameworks.tensorflow_ import TensorflowAdapter
+
+def step(x):
+    return tf.tanh(x) * 2.0 if tf.reduce_sum(x) > 0 else x  # AutoGraph converts the branch
+
+TensorflowAdapter().compile(step, "jit").fn(tf.ones(4)).numpy()
+os.kill(os.getpid(), signal.SIGKILL)  # as a session ends its workers
+"""
+
+
+def test_a_killed_tensorflow_worker_leaves_nothing_in_the_temporary_folder(
+        tmp_path: Any) -> None:
+    """AutoGraph deletes its converted source at exit, which a killed worker never reaches:
+    in a worker (the environment compile_caches gives it) the files go to the session's
+    folder instead of the system's."""
+    pytest.importorskip("tensorflow")
+    import os
+    import subprocess
+    import sys
+
+    from pytest_mlbench.engine.workers import compile_caches
+
+    system = tmp_path / "tmp"
+    system.mkdir()
+    env = {**os.environ, "TMPDIR": str(system), **compile_caches(str(tmp_path / "session"))}
+    script = tmp_path / "killed.py"  # a file: AutoGraph converts only code whose source it reads
+    script.write_text(KILLED)
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                          text=True, check=False)
+    assert done.returncode == -9, done.stderr[-2000:]
+    assert list(system.iterdir()) == []
+    assert list((tmp_path / "session" / "tf-tmp").glob("__autograph_generated_file*"))
+
+
 XLA_TWICE = """
 import os, sys
 os.environ["TF_XLA_FLAGS"] = "--tf_xla_persistent_cache_directory=" + sys.argv[1]

@@ -98,8 +98,9 @@ def test_minor_faults_counts_this_process() -> None:
 
 
 # a worker's heap after its builds and checks: a block it allocated and freed without
-# touching it (pages a later step is the first to write), then two steps whose temporaries
-# land there and past it, within the headroom; their faults, with or without the pre-touch
+# touching it (pages a later step is the first to write) below a block still in use, then
+# two steps whose temporaries land there and past it, in the top's headroom; their faults,
+# with or without the pre-touch
 GROWTH = """
 import ctypes, json, sys
 from pytest_mlbench.engine import allocator
@@ -114,6 +115,7 @@ if sys.argv[2] == "blocked":  # something mapped right after the heap (a JIT's c
     end = libc.sbrk(0)  # the heap cannot grow: glibc continues it in mapped memory
     assert libc.mmap(end, 4096, 1, 0x22 | 0x100000, -1, 0) == end  # FIXED_NOREPLACE
 built = libc.malloc(48 * 2**20)
+kept = libc.malloc(20 * 2**20)  # in use above it (past the brk heap): not part of the top
 libc.free(built)
 facts = allocator.pretouch() if sys.argv[1] == "pretouch" else {}
 faults = []
@@ -140,7 +142,8 @@ def test_a_pretouched_heap_gives_a_steps_growth_memory_already_mapped(heap: str)
     """Untouched pages inside the heap and growth past its top both fault while timed unless
     the heap was pre-touched with headroom (allocator.pretouch); also when the heap could
     not grow in place and glibc continued it in mapped memory, as in a worker whose JIT
-    mapped code right after the heap."""
+    mapped code right after the heap: there the untouched block is in that mapped memory,
+    below the top."""
     pages = 24 * 2**20 // 4096
     plain = step_faults("plain", heap)
     assert all(f > pages // 2 for f in plain["faults"]), plain  # type: ignore[attr-defined]

@@ -35,10 +35,12 @@ which is what a benchmark worker wants.
    top is found where glibc put it: in the TensorFlow workers of a 3-process main job it
    was outside the brk heap (something had been mapped right after the heap, and glibc
    continues the heap in mapped memory then), and a pre-touch of the brk heap alone left
-   their faults as they were. A worker prepares several cases before it times them in
-   turns, and a case prepared later, or another case's rounds, may use up the top an earlier
-   pre-touch left; so before each timed turn the worker checks whether the heap grew or its
-   top fell short of that headroom, and pre-touches again if so (``pretouch_again``).
+   their faults as they were (the mapping holding that part of the heap is faulted in too,
+   unless it is more than GROW_MAX larger than the arena's part). A worker prepares several
+   cases before it times them in turns, and a case prepared later, or another case's rounds,
+   may use up the top an earlier pre-touch left; so before each timed turn the worker checks
+   whether the heap grew or its top fell short of that headroom, and pre-touches again if so
+   (``pretouch_again``).
 
 The faults a timed round takes are still counted (``minor_faults``) and reported per step
 with every result, so a case that pays the OS for memory while timed shows it.
@@ -87,10 +89,15 @@ class _MallInfo2(ctypes.Structure):  # glibc 2.33+ (struct mallinfo2, malloc.h)
 
 def heap_range() -> tuple[int, int] | None:
     """The process's brk heap, [start, end), from /proc/self/maps (None without one)."""
+    return _mapping(lambda start, end, line: line.rstrip().endswith("[heap]"))
+
+
+def _mapping(wanted: Any) -> tuple[int, int] | None:
+    """The first mapping of /proc/self/maps for which ``wanted(start, end, line)`` holds."""
     with open("/proc/self/maps") as maps:
         for line in maps:
-            if line.rstrip().endswith("[heap]"):
-                start, end = (int(v, 16) for v in line.split()[0].split("-"))
+            start, end = (int(v, 16) for v in line.split()[0].split("-"))
+            if wanted(start, end, line):
                 return start, end
     return None
 
@@ -133,6 +140,17 @@ def pretouch() -> dict[str, Any]:
     heap = heap_range()
     assert heap is not None
     error = _populate(libc, *heap)
+    if not error and top is not None and not heap[0] <= top[0] < heap[1]:
+        # the heap continues in mapped memory, in one or more blocks that the kernel merges
+        # into one mapping (mmap places each below the last): all of that mapping, unless it
+        # holds far more than the arena's part (other anonymous memory it merged with)
+        outside = libc.mallinfo2().arena - (heap[1] - heap[0])
+        region = _mapping(lambda start, end, line: start <= top[0] < end)
+        if region is not None and region[1] - region[0] - outside <= GROW_MAX:
+            error = _populate(libc, *region)
+        else:
+            facts["mapped"] = "only the top faulted in: the mapping holding it is more than " \
+                              f"{GROW_MAX / 2**20:.0f} MB larger than the arena's part"
     if error:
         return {"pretouched": False, "why": error}
     _last.update(arena=libc.mallinfo2().arena, headroom=0 if top is None else headroom)

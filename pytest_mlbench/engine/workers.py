@@ -168,7 +168,8 @@ def compile_caches(folder: str, environ: Mapping[str, str] = os.environ) -> dict
     of every pass. It starts empty, so what the first pass reports as compile time is a cold
     compile; later passes reuse it instead of compiling again (XLA's persistent cache for JAX
     and for TensorFlow's jit_compile functions, inductor's FX graph and kernel caches for
-    torch, numba's cache=True)."""
+    torch, numba's cache=True). TensorFlow's AutoGraph writes converted source to temporary
+    files that a killed worker cannot delete: they go to the folder too."""
     if not folder:
         return {}
     xla = environ.get("TF_XLA_FLAGS", "")
@@ -178,7 +179,8 @@ def compile_caches(folder: str, environ: Mapping[str, str] = os.environ) -> dict
             "NUMBA_CACHE_DIR": os.path.join(folder, "numba"),
             "JAX_COMPILATION_CACHE_DIR": os.path.join(folder, "jax"),
             "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
-            "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
+            "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+            "MLBENCH_TF_SCRATCH": os.path.join(folder, "tf-tmp")}
 
 
 def _split(cores: list[int], n: int) -> list[list[int]]:

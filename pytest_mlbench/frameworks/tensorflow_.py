@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +26,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 
 CACHE_FLAG = "--tf_xla_persistent_cache_directory"
+SCRATCH = "MLBENCH_TF_SCRATCH"  # a worker's folder for temporary files (workers.compile_caches)
 NAME_STRIDE = 1 << 20  # names a case may use up before the next case's start
 
 
@@ -59,6 +61,18 @@ def import_tensorflow() -> None:
             del sys.modules["jax"]
 
 
+def use_scratch() -> None:
+    """In a worker, temporary files go to the session's folder, which the session removes.
+    AutoGraph writes the source of every function it converts to a temporary file and deletes
+    it at exit, but a worker is killed when its work is done (the interpreter's teardown of
+    TensorFlow costs CPU), so its files stayed in the system's temporary folder: about a
+    hundred a session. Outside a worker (no SCRATCH), nothing changes."""
+    folder = os.environ.get(SCRATCH)
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+        tempfile.tempdir = folder
+
+
 class TensorflowAdapter:
     name = "tensorflow"
     modules: tuple[str, ...] = ("tensorflow",)
@@ -66,6 +80,7 @@ class TensorflowAdapter:
     variants: tuple[str, ...] = ("eager", "jit", "xla")
 
     def __init__(self) -> None:
+        use_scratch()
         import_tensorflow()
         self._device = "/CPU:0"
         self._limit: Any = None
