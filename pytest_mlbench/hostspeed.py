@@ -36,6 +36,10 @@ MATMUL_N, MATMUL_CALLS = 192, 8  # about 1 ms on one AVX2 core
 WALK_BITS, WALK_STEPS = 23, 20_000
 WALK_A, WALK_C = 6_364_136_223_846_793_005 % (1 << 23), 1_442_695_040_888_963_407 % (1 << 23)
 
+# a probe whose slowest pass is this much slower than its fastest says the host itself changed
+# speed within the run (on the reference host: 5% in a quiet hour, 70% with a busy neighbour)
+HOST_SWING = 0.25
+
 LABELS = {"interpreter_ms": "Python loop", "kernel_ms": "one-thread matmul",
           "memory_ms": "memory walk"}
 PROBES = tuple(LABELS)
@@ -138,4 +142,18 @@ def line(probe: Mapping[str, Sequence[float]]) -> str | None:
     parts = [f"{LABELS[name]} {statistics.median(values):.2f} ms "
              f"({min(values):.2f}-{max(values):.2f})" for name, values in found.items()]
     return (f"host probe before each of {passes} process(es): " + ", ".join(parts)
-            + "; a change here between runs moves eager (dispatch-bound) figures most")
+            + "; a change here between runs moves eager (dispatch-bound) figures most"
+            + (f"; {note}" if (note := swing(found)) else ""))
+
+
+def swing(found: Mapping[str, Sequence[float]]) -> str:
+    """A note when some probe's slowest pass was more than HOST_SWING slower than its fastest:
+    the host changed speed under this run, which a slow host does not do to every
+    implementation alike (dispatch-bound steps slow most), so even its paired ratios may not
+    repeat; empty otherwise."""
+    name, value = max(((n, max(v) / min(v) - 1) for n, v in found.items() if min(v) > 0),
+                      key=lambda item: item[1], default=("", 0.0))
+    if value <= HOST_SWING:
+        return ""
+    return (f"the host changed speed during this run ({LABELS[name]} {value:.0%} slower in "
+            f"its slowest process than its fastest): a repeat run's ratios may not hold")

@@ -27,7 +27,8 @@ def reproducibility():  # the tool is a script, not a module of the package
 
 
 def test_a_timed_session_reads_the_host_before_each_process_outside_the_machine_id(
-        pytester: pytest.Pytester) -> None:
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     """The host probe of each process; the same session's records also show each process's
     heap pre-touch."""
     toy(pytester, slowdown=0.0)
@@ -72,6 +73,19 @@ def test_a_timed_session_reads_the_host_before_each_process_outside_the_machine_
     other.write_text(json.dumps(slower))
     assert tool.host_rows([load_run(out), load_run(other)]) == []
 
+    # and the tool says which run's host changed speed between its own processes
+    kept = pytester.path / "kept"
+    kept.mkdir()
+    for name, loop in (("run1", [5.0, 5.1, 5.0]), ("run2", [5.0, 8.5, 5.2])):
+        run["machine_info"]["mlbench"]["host_probe"] = {
+            "interpreter_ms": loop, "kernel_ms": [1.0, 1.0, 1.0], "memory_ms": [3.0, 3.1, 3.0]}
+        (kept / f"{name}.json").write_text(json.dumps(run))
+    monkeypatch.setattr("sys.argv", ["reproducibility.py", "--read", str(kept)])
+    tool.main()
+    said = [line for line in capsys.readouterr().out.splitlines() if "changed speed" in line]
+    assert said == ["  run 2: the host changed speed during this run (Python loop 70% slower in "
+                    "its slowest process than its fastest): a repeat run's ratios may not hold"]
+
 
 @pytest.mark.parametrize("probe", [{}, {"interpreter_ms": []}, {"interpreter_ms": ["x", None]},
                                    {"kernel_ms": "fast"}, {"memory_ms": 3.0}])
@@ -91,6 +105,32 @@ def test_the_line_counts_the_passes_of_whichever_probes_the_run_has() -> None:
     assert line is not None and "each of 3 process(es)" in line
     assert "one-thread matmul 1.25 ms (1.00-1.50)" in line and "memory walk 2.00 ms" in line
     assert "Python loop" not in line
+
+
+@pytest.mark.parametrize(("probe", "says"), [
+    # run 1 of the cc2f826 set: the Python loop 68% slower in two passes than in the third
+    ({"interpreter_ms": [11.13, 6.61, 11.06], "kernel_ms": [1.89, 1.42, 1.84]},
+     "Python loop 68% slower"),
+    # the largest swing is the one named, whichever probe it is
+    ({"interpreter_ms": [7.0, 7.2, 7.1], "memory_ms": [3.0, 5.4, 4.0]}, "memory walk 80% slower"),
+    ({"kernel_ms": [1.0, 1.26]}, "one-thread matmul 26% slower"),
+])
+def test_a_host_that_changed_speed_within_the_run_is_said_to_have(probe: dict,
+                                                                   says: str) -> None:
+    line = hostspeed.line(probe)
+    assert line is not None and f"the host changed speed during this run ({says} in its " \
+        "slowest process than its fastest): a repeat run's ratios may not hold" in line
+
+
+@pytest.mark.parametrize("probe", [
+    {"interpreter_ms": [6.90, 7.22, 7.09], "kernel_ms": [1.36, 1.38, 1.42]},  # a quiet hour
+    {"kernel_ms": [1.0, 1.25]},  # at the limit
+    {"memory_ms": [4.0]},  # one process: nothing to compare
+    {"interpreter_ms": [0.0, 5.0]},  # a reading of nothing is not a swing
+])
+def test_a_steady_host_gets_no_note(probe: dict) -> None:
+    line = hostspeed.line(probe)
+    assert line is not None and "changed speed" not in line
 
 
 def test_the_memory_walk_visits_every_slot_before_it_repeats() -> None:

@@ -134,7 +134,9 @@ def test_one_run_shows_the_host_probe_it_recorded(tmp_path: Path,
     assert capsys.readouterr().out.splitlines()[-1] == (
         "host probe before each of 3 process(es): Python loop 5.50 ms (5.00-6.00), "
         "one-thread matmul 1.25 ms (1.00-1.50); a change here between runs moves eager "
-        "(dispatch-bound) figures most")
+        "(dispatch-bound) figures most; the host changed speed during this run (one-thread "
+        "matmul 50% slower in its slowest process than its fastest): a repeat run's ratios "
+        "may not hold")
 
 
 def test_machines_group_by_identity_without_threads_and_never_mix_sizes(
