@@ -81,6 +81,7 @@ def test_a_timed_session_reads_the_host_before_each_process_outside_the_machine_
             "interpreter_ms": loop, "kernel_ms": [1.0, 1.0, 1.0], "memory_ms": [3.0, 3.1, 3.0]}
         (kept / f"{name}.json").write_text(json.dumps(run))
     monkeypatch.setattr("sys.argv", ["reproducibility.py", "--read", str(kept)])
+    capsys.readouterr()  # the session's own output above may carry its host's note
     tool.main()
     said = [line for line in capsys.readouterr().out.splitlines() if "changed speed" in line]
     assert said == ["  run 2: the host changed speed during this run (Python loop 70% slower in "
