@@ -146,6 +146,7 @@ class Campaign:
         self.peaked: set[tuple[int, PoolKey, str]] = set()
         self.host = HostProbe()  # the host's speed before each timed pass (hostspeed.py)
         self.caches = ""
+        self.pass_no = 0  # the pass under way (0: the first, the one that reports compile time)
         self.cancelled = False
         # untimed jobs side by side, one per core of the session (they share nothing but
         # the oracle, which serialises its own calls)
@@ -177,6 +178,7 @@ class Campaign:
     def _pass(self, p: int, passes: int, started: float) -> None:
         """One pass: per group an untimed phase (the previous group's finish, this group's
         prepare) and a timed phase."""
+        self.pass_no = p
         self.oracle.pause()  # no worker is alive yet: the probe has the cores to itself
         self.host.take()
         self._start_pools()
@@ -326,11 +328,13 @@ class Campaign:
 
     def _compiled(self, key: PoolKey) -> bool:
         """Does the pool warm its framework's compiler up at start? Only where compile times
-        are reported (a timed session) and a live case of the pool compiles (anything but
-        eager): a session that times nothing reports none, and the warm-up (inductor's first
-        C++ build, seconds of CPU per worker) would be spent for nothing."""
-        return self.plan.timing and any(s.cid.variant != "eager" for s in self.states.values()
-                                        if s.alive and key in self._slots(s))
+        are reported (a timed session's first pass) and a live case of the pool compiles
+        (anything but eager): a session that times nothing reports none, later passes report
+        the first pass's, and the warm-up (inductor's start-up and first C++ build, 3-12 s of
+        CPU per worker here) would be spent for nothing."""
+        return self.plan.timing and self.pass_no == 0 and any(
+            s.cid.variant != "eager" for s in self.states.values()
+            if s.alive and key in self._slots(s))
 
     def _start_pools(self) -> None:
         """Start the pools this pass will use at once (nothing is timed yet, and importing

@@ -108,6 +108,32 @@ def test_only_a_timed_campaign_warms_compilers_up_and_only_for_compiled_cases() 
                                                     for k in unchecked._slots(s)})
 
 
+def test_only_the_first_pass_warms_compilers_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Compile time is reported from the first pass alone (cold, once): the pools of later
+    passes start without the warm-up, and those of the first pass with it."""
+    campaign, started = campaign_of(True), []
+    monkeypatch.setattr(campaign, "_new_pool", lambda key, side, compiler: started.append(
+        (campaign.pass_no, key.framework, compiler)) or FailingPool())
+    monkeypatch.setattr(campaign.host, "take", lambda: None)
+    monkeypatch.setattr(campaign, "_groups", lambda: [])  # no case runs: only the pools start
+    for p in range(3):
+        campaign._pass(p, 3, 0.0)
+    assert started == [(p, fw, p == 0 and fw == "torch") for p in range(3)
+                       for fw in ("torch", "numpy")]
+
+
+class FailingPool:
+    """A pool whose process never starts (the pass goes on without it)."""
+
+    key, pool = None, None
+
+    def spawn(self) -> None:
+        raise OSError("not started in this test")
+
+    def close(self, kill: bool = False) -> None:
+        pass
+
+
 def test_a_campaign_that_times_nothing_starts_one_pool_a_framework_and_spares_on_demand(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Spare pools of a framework (a session that times nothing) are not spawned with the
