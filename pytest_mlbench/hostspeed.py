@@ -143,14 +143,15 @@ def line(probe: Mapping[str, Sequence[float]]) -> str | None:
              f"({min(values):.2f}-{max(values):.2f})" for name, values in found.items()]
     return (f"host probe before each of {passes} process(es): " + ", ".join(parts)
             + "; a change here between runs moves eager (dispatch-bound) figures most"
-            + (f"; {note}" if (note := swing(found)) else ""))
+            + (f"; {note}" if (note := swing(probe)) else ""))
 
 
-def swing(found: Mapping[str, Sequence[float]]) -> str:
+def swing(probe: Mapping[str, Sequence[float]]) -> str:
     """A note when some probe's slowest pass was more than HOST_SWING slower than its fastest:
     the host changed speed under this run, which a slow host does not do to every
     implementation alike (dispatch-bound steps slow most), so even its paired ratios may not
     repeat; empty otherwise."""
+    found = readings(probe)
     name, value = max(((n, max(v) / min(v) - 1) for n, v in found.items() if min(v) > 0),
                       key=lambda item: item[1], default=("", 0.0))
     if value <= HOST_SWING:

@@ -125,7 +125,7 @@ def main() -> int:
         print("\n".join(tables.render(["probe", *(f"run {i + 1}" for i in range(args.runs))],
                                        host, indent="  ")))
         for i, run in enumerate(loaded):
-            if note := hostspeed.swing(hostspeed.readings(hostspeed.of_run(run.machine_info))):
+            if note := hostspeed.swing(hostspeed.of_run(run.machine_info)):
                 print(f"  run {i + 1}: {note}")
     print(f"\n{total} implementation(s) do not hold" if total else "\nevery figure holds")
     return 1 if total else 0

@@ -53,6 +53,7 @@ import errno
 import functools
 import resource
 import sys
+from collections.abc import Callable
 from typing import Any
 from xml.etree import ElementTree
 
@@ -92,7 +93,7 @@ def heap_range() -> tuple[int, int] | None:
     return _mapping(lambda start, end, line: line.rstrip().endswith("[heap]"))
 
 
-def _mapping(wanted: Any) -> tuple[int, int] | None:
+def _mapping(wanted: Callable[[int, int, str], bool]) -> tuple[int, int] | None:
     """The first mapping of /proc/self/maps for which ``wanted(start, end, line)`` holds."""
     with open("/proc/self/maps") as maps:
         for line in maps:
