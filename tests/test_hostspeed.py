@@ -31,7 +31,7 @@ def test_a_timed_session_reads_the_host_before_each_process_outside_the_machine_
         capsys: pytest.CaptureFixture[str]) -> None:
     """The host probe of each process; the same session's records also show each process's
     heap pre-touch."""
-    toy(pytester, slowdown=0.0)
+    toy(pytester, slow_s=0.0)
     out = pytester.path / "run.json"
     result = pytester.runpytest_subprocess("suites", "-p", "no:cacheprovider",
                                            "--mlbench-size=smoke", "--mlbench-processes=3",
