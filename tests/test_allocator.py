@@ -208,3 +208,44 @@ def test_a_top_used_up_after_the_pretouch_is_pretouched_again_before_the_turn() 
     assert found["plain"]["faults"] > pages // 2, found["plain"]
     assert (found["again"]["again"] or {}).get("pretouched"), found["again"]
     assert found["again"]["faults"] < pages // 20, found["again"]
+
+
+# -- a closed case's garbage, and the collector's cost between cases ----------------------------
+
+class Held:
+    """A case's object graph in miniature: a cycle holding a buffer."""
+
+    def __init__(self) -> None:
+        self.me = self
+        self.buffer = bytearray(1_000_000)
+
+
+def tracked(obj: object) -> bool:
+    """Still seen by the collector (not frozen)."""
+    import gc
+
+    return any(o is obj for o in gc.get_objects())
+
+
+def test_a_closed_case_is_collected_even_after_another_case_closed_before_it() -> None:
+    """worker.release collects what a closed case leaves and freezes the survivors only when no
+    case is open: with a case open, freezing would keep it from ever being collected."""
+    import gc
+    import weakref
+
+    from pytest_mlbench.engine.worker import release
+
+    first, second = Held(), Held()
+    alive = weakref.ref(first), weakref.ref(second)
+    cases: dict[int, object] = {0: first, 1: second}
+    del first, second
+    try:
+        release(cases, 0)
+        assert alive[0]() is None and alive[1]() is not None
+        assert tracked(alive[1]()), "a case still open was frozen"
+        release(cases, 1)
+        assert alive[1]() is None, "the second case survived its own close"
+        assert gc.get_freeze_count() > 0, "nothing frozen with every case closed"
+        assert tracked(Held()), "objects made later are not collected"
+    finally:
+        gc.unfreeze()
