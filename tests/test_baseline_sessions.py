@@ -121,9 +121,12 @@ def interrupted(pytester: pytest.Pytester, *args: str) -> subprocess.CompletedPr
     """A real pytest process, SIGINT once its second benchmark is running."""
     (pytester.path / "test_cases.py").write_text(SLEEPER)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    # SIGINT back to its default first: a shell's background job (``pytest ... &``) starts with
+    # it ignored, and a Python started so never raises KeyboardInterrupt
     proc = subprocess.Popen([sys.executable, "-m", "pytest", *PLUGIN_ARGS, *args],
                             cwd=pytester.path, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+                            stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while not (pytester.path / "started").exists():
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0]
