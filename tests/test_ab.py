@@ -1,7 +1,7 @@
 """The same-machine A/B gate: refused before the run when it cannot work, one line each; a real
 session against a base revision in a git worktree; verdicts that never call "nothing judged"
 a pass. The sessions use a toy NumPy workload (tens of microseconds a call) whose slow version
-busy-waits a fixed millisecond a step, a hundred times its work: an effect no shared machine can
+busy-waits a fixed millisecond a step, about sixty times its work: an effect no shared machine can
 hide, so no assertion depends on how fast anything is. (A wait proportional to the step's own
 time was not enough: on a noisy host a descheduled step stretched its own wait too, and three
 processes' ratios spread from 11x to 60x, too far apart for the paired test at 1%.)"""
@@ -70,12 +70,12 @@ def build(case):
     return Trainer(case)
 """
 
-ARGS = ("-p", "no:cacheprovider", "--mlbench-size=smoke", "--mlbench-processes=3",
-        "--benchmark-max-time=0.05")
+BASE = ("-p", "no:cacheprovider", "--mlbench-size=smoke", "--benchmark-max-time=0.05")
+ARGS = (*BASE, "--mlbench-processes=3")
 # the sessions whose verdict is asserted: five processes put a busy host's spread of the base's
 # tens of microseconds well inside the paired test (p ~1e-6 with one core busy; 6e-4 to 2e-3
 # with three processes)
-JUDGED = (*ARGS[:3], "--mlbench-processes=5", *ARGS[4:])
+JUDGED = (*BASE, "--mlbench-processes=5")
 
 
 SLOW = 1e-3  # seconds busy a step in the slow version

@@ -5,14 +5,17 @@ made JAX's ViT step 60% slower and TensorFlow's bimodal."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
 import sys
+import weakref
 
 import pytest
 
 from pytest_mlbench.engine import allocator, threads
+from pytest_mlbench.engine.worker import release
 from pytest_mlbench.engine.workers import FrameworkPool, PoolKey
 
 glibc = pytest.mark.skipif(not sys.platform.startswith("linux"),
@@ -222,19 +225,12 @@ class Held:
 
 def tracked(obj: object) -> bool:
     """Still seen by the collector (not frozen)."""
-    import gc
-
     return any(o is obj for o in gc.get_objects())
 
 
 def test_a_closed_case_is_collected_even_after_another_case_closed_before_it() -> None:
     """worker.release collects what a closed case leaves and freezes the survivors only when no
     case is open: with a case open, freezing would keep it from ever being collected."""
-    import gc
-    import weakref
-
-    from pytest_mlbench.engine.worker import release
-
     first, second = Held(), Held()
     alive = weakref.ref(first), weakref.ref(second)
     cases: dict[int, object] = {0: first, 1: second}

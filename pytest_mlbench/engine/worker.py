@@ -37,7 +37,7 @@ LEARN_S = 0.1  # how long a case's first warm-up round repeats while its threads
 def release(cases: dict[int, Any], handle: int | None) -> None:
     """Drop a case and collect the garbage it leaves (compiled functions and graphs hold
     cycles), so the next case starts on a clean heap. A full collection walks every tracked
-    object, and a framework has hundreds of thousands (TensorFlow ~350,000, torch ~450,000 once
+    object, and a framework has hundreds of thousands (TensorFlow ~350,000, torch ~510,000 once
     inductor is imported): 0.2-0.3 s a case. So, with no case left open, whatever survived is
     the process's own long-lived state (modules, runtimes, compile caches) and is frozen out of
     later collections (gc.freeze), which then walk only what later cases made. Never with a case
