@@ -134,12 +134,23 @@ class CaseRun:
         faults = [max(col) for col in zip(*(r.get("faults") or [0] * total for r in reply),
                                           strict=True)]
         self.kept.update(agree_kept(reply, self.ctx.where))
-        if any(r.get("pretouched") for r in reply):  # the heap had changed since the pre-touch
-            self.heap["again"] = self.heap.get("again", 0) + 1
+        self._pretouched_again([r["pretouched"] for r in reply if r.get("pretouched")])
         self.seconds += seconds[discard:]
         self.faults += faults[discard:]
         self.rounds_done += total
         return seconds[discard:]
+
+    def _pretouched_again(self, redone: list[dict[str, Any]]) -> None:
+        """The heap record's count of turns whose workers found the heap changed since the
+        pre-touch and pre-touched it again (``again``); a re-pre-touch that could not be
+        done is not counted, and why it was not is kept (``again_failed``)."""
+        if not redone:
+            return
+        failed = [d.get("why", "unknown") for d in redone if not d.get("pretouched")]
+        if failed:
+            self.heap["again_failed"] = failed[-1]
+        else:
+            self.heap["again"] = self.heap.get("again", 0) + 1
 
     # -- after timing -----------------------------------------------------------------------
 

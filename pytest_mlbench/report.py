@@ -4,11 +4,15 @@ Student-t prediction interval over the processes, stats.predicted): "next run 95
 
 Two records with the same number of processes ran in the same session (processes interleave
 across cases), so their ratio is paired process by process and the host's slow moments cancel;
-otherwise the two sides are resampled independently (stats.ratio)."""
+otherwise the two sides are resampled independently (stats.ratio). The paired ratios of one
+table share what they say about spread (stats.Prior): a ratio whose few processes agreed by
+chance does not get an interval narrower than the run supports."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+
+import numpy as np
 
 from pytest_mlbench import stats, tables
 from pytest_mlbench.record import Measure, Record
@@ -21,41 +25,40 @@ def normalised_table(records: Iterable[Record], reference: str | None = None) ->
     """One block per ``Identity.group`` (first-seen order), rows fastest first; ``reference``
     (an impl such as ``jax-jit``) sets the 1.0 where the group has it, else the fastest does.
     Records without a measure (benchmarking disabled) are left out."""
-    groups: dict[str, list[Record]] = {}
+    groups: dict[str, list[tuple[Record, Measure, stats.Estimate]]] = {}
     for record in records:
         if record.measure is not None:
-            groups.setdefault(record.identity.group, []).append(record)
+            groups.setdefault(record.identity.group, []).append(
+                (record, record.measure, record.measure.estimate()))
+    blocks = []
+    for members in groups.values():
+        members.sort(key=lambda rme: rme[2].value)
+        ref = next((m for r, m, _ in members if r.identity.impl == reference), members[0][1])
+        blocks.append((members, ref))
+    found = iter(relatives([(m, ref) for members, ref in blocks
+                            for _, m, _ in members if m is not ref]))
     lines: list[str] = []
-    for group, members in groups.items():
-        lines += [group, *block(members, reference)]
+    for (group, _), (members, ref) in zip(groups.items(), blocks, strict=True):
+        body = [_cells(r.identity.impl, m, est, None if m is ref else next(found))
+                for r, m, est in members]
+        lines += [group, *tables.render(HEADER, body, note=True, indent="  ")]
     return lines
 
 
-def block(members: Sequence[Record], reference: str | None) -> list[str]:
-    measured = [(r, _measure(r)) for r in members]
-    estimates = {id(m): m.estimate() for _, m in measured}
-    rows = sorted(measured, key=lambda rm: estimates[id(rm[1])].value)
-    ref = next((m for r, m in rows if r.identity.impl == reference), rows[0][1])
-    body = [_cells(r.identity.impl, m, estimates[id(m)], ref) for r, m in rows]
-    return tables.render(HEADER, body, note=True, indent="  ")
+def relatives(pairs: Sequence[tuple[Measure, Measure]]) -> list[stats.Ratio]:
+    """``measure / reference`` for each pair of one run, with its interval: paired when both
+    ran in the session, and then moderated by the spread of the run's other paired ratios
+    (stats.Prior, fitted over ``pairs``); otherwise independent (stats.ratio)."""
+    sides = [(ref.per_step(), m.per_step()) for m, ref in pairs]
+    paired = [len(mine) == len(theirs) > 1 for theirs, mine in sides]
+    logs = [stats.paired_logs(theirs, mine)
+            for (theirs, mine), p in zip(sides, paired, strict=True) if p]
+    prior = stats.Prior.fit([(float(np.var(x, ddof=1)), len(x) - 1) for x in logs])
+    return [stats.paired_ratio(theirs, mine, prior=prior) if p else stats.ratio(theirs, mine)
+            for (theirs, mine), p in zip(sides, paired, strict=True)]
 
 
-def _measure(record: Record) -> Measure:
-    if record.measure is None:  # filtered out by normalised_table
-        raise ValueError(f"{record.name}: no measure")
-    return record.measure
-
-
-def relative(measure: Measure, reference: Measure) -> stats.Ratio:
-    """``measure / reference`` with its interval: paired when both ran in one session."""
-    mine, theirs = measure.per_step(), reference.per_step()
-    if len(mine) == len(theirs) > 1:
-        return stats.paired_ratio(theirs, mine)
-    return stats.ratio(theirs, mine)
-
-
-def _cells(impl: str, m: Measure, est: stats.Estimate, ref: Measure) -> list[str]:
-    ratio = None if m is ref else relative(m, ref)
+def _cells(impl: str, m: Measure, est: stats.Estimate, ratio: stats.Ratio | None) -> list[str]:
     return [impl, f"{est.value * 1e3:.4f}", tables.interval(est.low * 1e3, est.high * 1e3, ".4f"),
             f"{ratio.value:.2f}" if ratio else "1.00",
             tables.interval(ratio.next_low, ratio.next_high, ".2f") if ratio else "reference",

@@ -3,18 +3,22 @@ synthetic Records (nothing timed)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import pytest_mlbench
-from pytest_mlbench import cli, compare, plots, report, runs
+from pytest_mlbench import cli, compare, plots, report, runs, stats
 from pytest_mlbench.record import Record
 from tests.synthetic import bench, identity, measure, record, run_json, write
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def cols(line: str) -> list[str]:
@@ -74,7 +78,31 @@ def test_reference_sets_one_and_paired_ratios_within_a_session() -> None:
     assert rows["numpy-eager"][4:6] == ["1.00", "reference"]
     assert rows["jax-jit"][4] == "0.50"
     m = recs[0].measure
-    assert m is not None and report.relative(m, m).value == 1.0  # same processes: paired
+    assert m is not None and report.relatives([(m, m)])[0].value == 1.0  # paired: exactly 1
+
+
+def lucky_table(others: int) -> dict[str, list[str]]:
+    """A group of a reference, ``others`` implementations whose processes spread 5% as a
+    shared host makes them, and one whose process medians track the reference's exactly (its
+    three pairs agree by chance): the rows of its normalised table, by implementation."""
+    ref = record("jax-jit", 1e-3, measure_kw={"processes": 3, "between": 0.05})
+    assert ref.measure is not None
+    twin = Record(identity("numba-jit"), "twin", replace(ref.measure, passes=tuple(
+        tuple(2 * t for t in p) for p in ref.measure.passes)))
+    recs = [ref, twin, *(record(f"torch-v{i}", 3e-3, measure_kw={
+        "processes": 3, "between": 0.05, "seed": 10 + i}) for i in range(others))]
+    return {cols(line)[0]: cols(line) for line in report.normalised_table(recs)[2:]}
+
+
+def test_a_ratio_whose_processes_agreed_by_chance_gets_the_tables_spread() -> None:
+    """Three pairs that agree exactly promise a repeat run the same figure to the last digit;
+    the table's other ratios say processes disagree by ~5% here, and the interval says so."""
+    twin = lucky_table(others=8)["numba-jit"]
+    low, high = (float(x.strip("[],")) for x in twin[5:7])
+    assert twin[4] == "2.00" and low < 1.9 and high > 2.1
+    # too few ratios to learn the run's spread from: the twin's own processes are all there is
+    alone = lucky_table(others=stats.PRIOR_MIN - 2)["numba-jit"]
+    assert alone[5:7] == ["[2.00,", "2.00]"]
 
 
 def test_unstable_figures_show_their_modes() -> None:
@@ -280,3 +308,30 @@ def test_machine_chart_series_per_machine(files: dict[str, Path], tmp_path: Path
                      str(tmp_path)]) == 0
     assert {p.name for p in tmp_path.iterdir()} >= {"machines-mlp.png", "machines-mlp.svg",
                                                      "machines-normalised-linreg.svg"}
+
+
+def test_the_reproducibility_tool_judges_each_run_as_its_table_does(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture,
+                                                                    monkeypatch: pytest.MonkeyPatch
+                                                                    ) -> None:
+    """tools/reproducibility.py shows each run's ratio with the interval that run's own
+    normalised table shows (the run's prior included), not one of its own making."""
+    ref = record("jax-jit", 1e-3, measure_kw={"processes": 3, "between": 0.05})
+    assert ref.measure is not None
+    twin = Record(identity("numba-jit"), "twin", replace(ref.measure, passes=tuple(
+        tuple(2 * t for t in p) for p in ref.measure.passes)))
+    recs = [ref, twin, *(record(f"torch-v{i}", 3e-3, measure_kw={
+        "processes": 3, "between": 0.05, "seed": 10 + i}) for i in range(8))]
+    table = {cols(line)[0]: " ".join(cols(line)[4:7]) for line in report.normalised_table(recs)[2:]}
+    for i in (1, 2):
+        write(tmp_path / f"run{i}.json", run_json(*map(bench, recs)))
+    spec = importlib.util.spec_from_file_location("reproducibility", ROOT / "tools" /
+                                                  "reproducibility.py")
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    monkeypatch.setattr("sys.argv", ["reproducibility.py", "--read", str(tmp_path)])
+    tool.main()
+    shown = {cols(line)[0]: " ".join(cols(line)[1:4]) for line in capsys.readouterr().out.splitlines()
+             if line.startswith("  ") and cols(line)[0] in table}
+    assert shown["numba-jit"] == table["numba-jit"] and shown["torch-v3"] == table["torch-v3"]

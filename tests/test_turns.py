@@ -77,6 +77,18 @@ def test_turns_that_pretouched_the_heap_again_are_counted_in_the_heap_record() -
     assert run.heap == {"pretouched": True, "heap_mb": 100.0, "again": 2}
 
 
+def test_a_re_pretouch_that_failed_is_not_counted_and_says_why() -> None:
+    """A worker that found its heap changed but could not pre-touch it again (no memory for
+    the headroom, say) did not leave the heap pre-touched: the turn is not counted in
+    ``again``, and the record keeps why."""
+    why = "no memory for a 64 MB headroom"
+    run = case_run(FakePool(({"pretouched": True}, {"pretouched": False, "why": why}, None)))
+    run.heap = {"pretouched": True, "heap_mb": 100.0}
+    for _ in range(3):
+        run.turn(2)
+    assert run.heap == {"pretouched": True, "heap_mb": 100.0, "again": 1, "again_failed": why}
+
+
 def test_without_dropping_every_round_is_recorded() -> None:
     run = case_run(FakePool())
     assert run.turn(2, discard=0) == [10.0, 1.0]

@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 from pytest_mlbench import hostspeed, report, tables  # noqa: E402
 from pytest_mlbench.record import Record  # noqa: E402
 from pytest_mlbench.runs import Run, load_run  # noqa: E402
+from pytest_mlbench.stats import Ratio  # noqa: E402
 
 
 def session(args: list[str], out: Path) -> float:
@@ -47,17 +48,36 @@ def records(run: Run) -> dict[str, dict[str, Record]]:
     return out
 
 
-def group_rows(runs: list[dict[str, Record]], limit: float) -> tuple[list[list[str]], int]:
+def reference(first: dict[str, Record]) -> str:
+    """A group's reference in every run: its fastest implementation in the first."""
+    return min(first, key=lambda impl: first[impl].measure.step_s)  # type: ignore[union-attr]
+
+
+def ratios(run: dict[str, dict[str, Record]],
+           refs: dict[str, str]) -> dict[tuple[str, str], Ratio]:
+    """``{(group, impl): ratio to the group's reference}`` of one run, every ratio of the
+    run judged together as the normalised table judges them (report.relatives)."""
+    keys = [(g, impl) for g, found in run.items() if refs.get(g) in found
+            for impl in found if impl != refs[g]]
+    pairs = [(run[g][impl].measure, run[g][refs[g]].measure) for g, impl in keys]
+    return dict(zip(keys, report.relatives(pairs), strict=True))  # type: ignore[arg-type]
+
+
+def group_rows(group: str, runs: list[dict[str, Record]],
+               found_ratios: list[dict[tuple[str, str], Ratio]],
+               limit: float) -> tuple[list[list[str]], int]:
     first = runs[0]
-    ref = min(first, key=lambda impl: first[impl].measure.step_s)  # type: ignore[union-attr]
+    ref = reference(first)
     rows, failing = [], 0
     for impl in sorted(first, key=lambda i: first[i].measure.step_s):  # type: ignore[union-attr]
         found = [run.get(impl) for run in runs]
         if any(r is None or ref not in run for r, run in zip(found, runs, strict=True)):
             rows.append([impl] + ["-"] * (len(runs) + 2))
             continue
-        ratios = [report.relative(r.measure, run[ref].measure)  # type: ignore[union-attr]
-                  for r, run in zip(found, runs, strict=True)]
+        if impl == ref:
+            rows.append([impl, *["1.00 [1.00, 1.00]"] * len(runs), "0.0%", "holds"])
+            continue
+        ratios = [each[(group, impl)] for each in found_ratios]
         values = [q.value for q in ratios]
         spread = max(values) / min(values) - 1
         contained = all(q.next_low <= v <= q.next_high for q in ratios for v in values)
@@ -112,11 +132,14 @@ def main() -> int:
                 print(f"run {i + 1}/{args.runs}: {took:.0f} s", file=sys.stderr, flush=True)
             loaded = [load_run(p) for p in paths]  # before the temporary folder goes
     runs, host = [records(r) for r in loaded], host_rows(loaded)
+    refs = {group: reference(found) for group, found in runs[0].items()}
+    found_ratios = [ratios(run, refs) for run in runs]
     header = ["implementation", *(f"run {i + 1}: ratio [next run 95%]" for i in range(args.runs)),
               "spread", f"within {args.limit:.0%} and intervals"]
     total = 0
     for group in runs[0]:
-        rows, failing = group_rows([r.get(group, {}) for r in runs], args.limit)
+        rows, failing = group_rows(group, [r.get(group, {}) for r in runs], found_ratios,
+                                   args.limit)
         total += failing
         print(f"\n{group}")
         print("\n".join(tables.render(header, rows, indent="  ", note=True)))
