@@ -158,3 +158,18 @@ def swing(probe: Mapping[str, Sequence[float]]) -> str:
         return ""
     return (f"the host changed speed during this run ({LABELS[name]} {value:.0%} slower in "
             f"its slowest process than its fastest): a repeat run's ratios may not hold")
+
+
+def drift(first: Mapping[str, Sequence[float]], other: Mapping[str, Sequence[float]]) -> str:
+    """A note when some probe's median in ``other`` (a later run) differs from ``first``'s by
+    more than HOST_SWING: the host ran at another speed between the runs, and ratios of
+    dispatch-bound implementations move with it; empty otherwise (or without both probes)."""
+    one, two = summary(first), summary(other)
+    changes = [(name, two[name][0] / one[name][0] - 1) for name in one
+               if name in two and one[name][0] > 0]
+    name, value = max(changes, key=lambda item: abs(item[1]), default=("", 0.0))
+    if abs(value) <= HOST_SWING:
+        return ""
+    return (f"the host ran at another speed than in run 1 ({LABELS[name]} {abs(value):.0%} "
+            f"{'slower' if value > 0 else 'faster'}): ratios of dispatch-bound "
+            "implementations move with it")

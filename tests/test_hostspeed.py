@@ -163,3 +163,16 @@ def test_the_reproducibility_tool_refuses_fewer_than_two_runs_in_one_line(
     err = capsys.readouterr().err.strip().splitlines()
     assert exited.value.code == 2
     assert err[-1].endswith(f"--runs {runs}: at least 2 runs are needed to compare")
+
+
+def test_a_host_that_ran_at_another_speed_between_runs_is_named() -> None:
+    """tools/reproducibility.py's note under the host table: the probe's median moved by more
+    than HOST_SWING from run 1 (the 2026-11-25 set: the memory walk 76% slower in run 2)."""
+    first = {"interpreter_ms": [4.0, 4.1, 4.0], "memory_ms": [2.0, 2.1, 2.0]}
+    assert hostspeed.drift(first, {"interpreter_ms": [4.2, 4.3, 4.2],
+                                   "memory_ms": [3.5, 3.6, 3.5]}) == (
+        "the host ran at another speed than in run 1 (memory walk 75% slower): ratios of "
+        "dispatch-bound implementations move with it")
+    assert "(Python loop 50% faster)" in hostspeed.drift(first, {"interpreter_ms": [2.0] * 3})
+    assert hostspeed.drift(first, {"interpreter_ms": [4.4] * 3, "memory_ms": [2.2] * 3}) == ""
+    assert hostspeed.drift(first, {}) == "" and hostspeed.drift({}, first) == ""

@@ -147,9 +147,11 @@ def main() -> int:
         print("\nhost probe before each process, median per run (change from run 1)")
         print("\n".join(tables.render(["probe", *(f"run {i + 1}" for i in range(args.runs))],
                                        host, indent="  ")))
-        for i, run in enumerate(loaded):
-            if note := hostspeed.swing(hostspeed.of_run(run.machine_info)):
-                print(f"  run {i + 1}: {note}")
+        probes = [hostspeed.of_run(run.machine_info) for run in loaded]
+        for i, probe in enumerate(probes):
+            for note in (hostspeed.swing(probe), i and hostspeed.drift(probes[0], probe)):
+                if note:
+                    print(f"  run {i + 1}: {note}")
     print(f"\n{total} implementation(s) do not hold" if total else "\nevery figure holds")
     return 1 if total else 0
 
