@@ -15,9 +15,10 @@ what the run's other ratios say about spread (``Prior``: an empirical-Bayes prio
 variance, the moderated t of limma, Smyth 2004): each ratio's variance is pulled towards the
 run's typical one, with the prior's degrees of freedom added to its own: a figure whose
 processes agreed by chance widens, one that was merely unlucky narrows. On the reference host
-(two sets of three runs of the main job, docs/GATE.md) the intervals missed another run's
-median 23 times in 900 with it and 31 without, and were narrower at the median (x1.24 and
-x1.28 from low to high, against x1.36 and x1.46).
+(three sets of three runs of the main job, docs/GATE.md) the intervals missed another run's
+median 48 times in 1,362 with it and 52 without (a 95% interval may miss 5%); with three
+processes a case they were narrower at the median (x1.24 and x1.28 from low to high, against
+x1.36 and x1.46), with five about as wide (x1.20 against x1.21).
 
 The gate's tests are t-tests on the logarithms of per-process figures: paired (A/B in one
 job: process i of the base ran beside process i of the head) or Welch's (a run against a
