@@ -147,6 +147,7 @@ class Campaign:
         self.host = HostProbe()  # the host's speed before each timed pass (hostspeed.py)
         self.caches = ""
         self.pass_no = 0  # the pass under way (0: the first, the one that reports compile time)
+        self.first_pass_s: float | None = None  # how long the first pass took (_eta)
         self.cancelled = False
         # untimed jobs side by side, one per core of the session (they share nothing but
         # the oracle, which serialises its own calls)
@@ -166,6 +167,8 @@ class Campaign:
                 for p in range(passes):
                     if self.plan.timing:
                         self._pass(p, passes, started)
+                        if p == 0:
+                            self.first_pass_s = time.monotonic() - started
                     else:
                         self._check_only(started)
         finally:
@@ -269,11 +272,25 @@ class Campaign:
             pool.close()
 
     def _eta(self, started: float, done: int, p: int) -> str:
-        total = len(self._groups()) * (self.plan.processes if self.plan.timing else 1)
+        """Time spent, and what is left. The first process of a timed session also computes
+        the references, compiles cold and fills the compile caches (about three times a later
+        process's time on the main job here), so while it runs only its own rest is foretold,
+        and the later processes' rest from the later processes' pace."""
+        groups = len(self._groups())
+        passes = self.plan.processes if self.plan.timing else 1
+        total = groups * passes
         spent = time.monotonic() - started
-        left = spent / max(done, 1) * (total - done)
-        return f"{spent:.0f} s so far, about {left:.0f} s left" if done < total else \
-            f"{spent:.0f} s in all"
+        if done >= total:
+            return f"{spent:.0f} s in all"
+        if p == 0 and passes > 1:
+            more = f"{passes - 1} faster process(es) to come"
+            if done >= groups:
+                return f"{spent:.0f} s so far, the first process done; {more}"
+            left = spent / max(done, 1) * (groups - done)
+            return f"{spent:.0f} s so far, about {left:.0f} s left in the first process; {more}"
+        later = spent - (self.first_pass_s or 0.0)
+        pace = later / max(done - (groups if passes > 1 else 0), 1)
+        return f"{spent:.0f} s so far, about {pace * (total - done):.0f} s left"
 
     def _announce(self, runs: Sequence[CaseRun], p: int, passes: int) -> None:
         """Long cases (paper sizes) say what they will do, and about how long it takes."""

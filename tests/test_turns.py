@@ -170,3 +170,27 @@ def test_a_campaign_that_times_nothing_starts_one_pool_a_framework_and_spares_on
     assert all(k.slot == 0 for k in spawned)
     spare = campaign._slots(next(iter(campaign.states.values())))[1]
     assert spare.slot == 1 and spare not in campaign.pools
+
+
+def test_the_progress_line_foretells_later_processes_from_their_own_pace(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first process also computes references and compiles cold (about three times a
+    later one on the main job): extrapolating from it said 2547 s left of a 403 s session.
+    While it runs only its own rest is foretold; later processes are foretold from theirs."""
+    timed, unchecked = campaign_of(True), campaign_of(False)
+    clock = [0.0]
+    monkeypatch.setattr("pytest_mlbench.campaign.time.monotonic", lambda: clock[0])
+    for campaign in (timed, unchecked):
+        monkeypatch.setattr(campaign, "_groups", lambda: [(f"g{i}", []) for i in range(10)])
+    clock[0] = 60.0  # two groups of the first process took a minute
+    assert timed._eta(0.0, 2, 0) == ("60 s so far, about 240 s left in the first process; "
+                                     "2 faster process(es) to come")
+    clock[0] = 300.0
+    assert timed._eta(0.0, 10, 0) == ("300 s so far, the first process done; "
+                                      "2 faster process(es) to come")
+    timed.first_pass_s = 300.0
+    clock[0] = 340.0  # two groups of the second process took 40 s: 18 groups left at 20 s
+    assert timed._eta(0.0, 12, 1) == "340 s so far, about 360 s left"
+    assert timed._eta(0.0, 30, 2) == "340 s in all"
+    clock[0] = 20.0  # a session that times nothing has one pass: its own pace
+    assert unchecked._eta(0.0, 2, 0) == "20 s so far, about 80 s left"
