@@ -254,7 +254,7 @@ def paired_ratio(baseline: Samples, current: Samples, *, seed: int = 0,
     (the normalised table's), the logs' variance is moderated by it (``Prior.moderate``);
     the gates pass none: their calibration is of the plain paired test."""
     base, cur = _clean(baseline), _clean(current)
-    logs = paired_logs(baseline, current)
+    logs = _paired_logs(base, cur)
     if len(logs) < 2:
         found = _rounds_ratio(base, cur, float(np.exp(logs[0])), seed, resamples, confidence)
         return replace(found, p_slower=1.0, p_faster=1.0)
@@ -270,7 +270,10 @@ def paired_ratio(baseline: Samples, current: Samples, *, seed: int = 0,
 
 def paired_logs(baseline: Samples, current: Samples) -> np.ndarray:
     """Per process pair, the log of the ratio of the current's median to the baseline's."""
-    base, cur = _clean(baseline), _clean(current)
+    return _paired_logs(_clean(baseline), _clean(current))
+
+
+def _paired_logs(base: list[np.ndarray], cur: list[np.ndarray]) -> np.ndarray:
     if len(base) != len(cur):
         raise ValueError(f"paired samples need as many baseline processes as current ones "
                          f"({len(base)} != {len(cur)})")

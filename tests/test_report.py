@@ -3,7 +3,6 @@ synthetic Records (nothing timed)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -17,8 +16,7 @@ import pytest_mlbench
 from pytest_mlbench import cli, compare, plots, report, runs, stats
 from pytest_mlbench.record import Record
 from tests.synthetic import bench, identity, measure, record, run_json, write
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.test_hostspeed import reproducibility
 
 
 def cols(line: str) -> list[str]:
@@ -81,17 +79,22 @@ def test_reference_sets_one_and_paired_ratios_within_a_session() -> None:
     assert m is not None and report.relatives([(m, m)])[0].value == 1.0  # paired: exactly 1
 
 
-def lucky_table(others: int) -> dict[str, list[str]]:
+def lucky_records(others: int) -> list[Record]:
     """A group of a reference, ``others`` implementations whose processes spread 5% as a
-    shared host makes them, and one whose process medians track the reference's exactly (its
-    three pairs agree by chance): the rows of its normalised table, by implementation."""
+    shared host makes them, and one (numba-jit) whose process medians track the reference's
+    exactly (its three pairs agree by chance)."""
     ref = record("jax-jit", 1e-3, measure_kw={"processes": 3, "between": 0.05})
     assert ref.measure is not None
     twin = Record(identity("numba-jit"), "twin", replace(ref.measure, passes=tuple(
         tuple(2 * t for t in p) for p in ref.measure.passes)))
-    recs = [ref, twin, *(record(f"torch-v{i}", 3e-3, measure_kw={
+    return [ref, twin, *(record(f"torch-v{i}", 3e-3, measure_kw={
         "processes": 3, "between": 0.05, "seed": 10 + i}) for i in range(others))]
-    return {cols(line)[0]: cols(line) for line in report.normalised_table(recs)[2:]}
+
+
+def lucky_table(others: int) -> dict[str, list[str]]:
+    """The rows of lucky_records' normalised table, by implementation."""
+    return {cols(line)[0]: cols(line)
+            for line in report.normalised_table(lucky_records(others))[2:]}
 
 
 def test_a_ratio_whose_processes_agreed_by_chance_gets_the_tables_spread() -> None:
@@ -316,20 +319,11 @@ def test_the_reproducibility_tool_judges_each_run_as_its_table_does(tmp_path: Pa
                                                                     ) -> None:
     """tools/reproducibility.py shows each run's ratio with the interval that run's own
     normalised table shows (the run's prior included), not one of its own making."""
-    ref = record("jax-jit", 1e-3, measure_kw={"processes": 3, "between": 0.05})
-    assert ref.measure is not None
-    twin = Record(identity("numba-jit"), "twin", replace(ref.measure, passes=tuple(
-        tuple(2 * t for t in p) for p in ref.measure.passes)))
-    recs = [ref, twin, *(record(f"torch-v{i}", 3e-3, measure_kw={
-        "processes": 3, "between": 0.05, "seed": 10 + i}) for i in range(8))]
+    recs = lucky_records(others=8)
     table = {cols(line)[0]: " ".join(cols(line)[4:7]) for line in report.normalised_table(recs)[2:]}
     for i in (1, 2):
         write(tmp_path / f"run{i}.json", run_json(*map(bench, recs)))
-    spec = importlib.util.spec_from_file_location("reproducibility", ROOT / "tools" /
-                                                  "reproducibility.py")
-    assert spec is not None and spec.loader is not None
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = reproducibility()
     monkeypatch.setattr("sys.argv", ["reproducibility.py", "--read", str(tmp_path)])
     tool.main()
     shown = {cols(line)[0]: " ".join(cols(line)[1:4]) for line in capsys.readouterr().out.splitlines()

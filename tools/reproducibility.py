@@ -63,11 +63,10 @@ def ratios(run: dict[str, dict[str, Record]],
     return dict(zip(keys, report.relatives(pairs), strict=True))  # type: ignore[arg-type]
 
 
-def group_rows(group: str, runs: list[dict[str, Record]],
+def group_rows(group: str, ref: str, runs: list[dict[str, Record]],
                found_ratios: list[dict[tuple[str, str], Ratio]],
                limit: float) -> tuple[list[list[str]], int]:
     first = runs[0]
-    ref = reference(first)
     rows, failing = [], 0
     for impl in sorted(first, key=lambda i: first[i].measure.step_s):  # type: ignore[union-attr]
         found = [run.get(impl) for run in runs]
@@ -138,8 +137,8 @@ def main() -> int:
               "spread", f"within {args.limit:.0%} and intervals"]
     total = 0
     for group in runs[0]:
-        rows, failing = group_rows(group, [r.get(group, {}) for r in runs], found_ratios,
-                                   args.limit)
+        rows, failing = group_rows(group, refs[group], [r.get(group, {}) for r in runs],
+                                   found_ratios, args.limit)
         total += failing
         print(f"\n{group}")
         print("\n".join(tables.render(header, rows, indent="  ", note=True)))
@@ -149,7 +148,7 @@ def main() -> int:
                                        host, indent="  ")))
         probes = [hostspeed.of_run(run.machine_info) for run in loaded]
         for i, probe in enumerate(probes):
-            for note in (hostspeed.swing(probe), i and hostspeed.drift(probes[0], probe)):
+            for note in (hostspeed.swing(probe), hostspeed.drift(probes[0], probe) if i else ""):
                 if note:
                     print(f"  run {i + 1}: {note}")
     print(f"\n{total} implementation(s) do not hold" if total else "\nevery figure holds")
