@@ -1,7 +1,7 @@
 """``pytest-mlbench report`` (also ``python -m pytest_mlbench report``): saved runs as tables
 and charts.
 
-    pytest-mlbench report RUN [--reference jax-jit]              one run, normalised to a reference
+    pytest-mlbench report RUN [--reference jax-jit] [--processes] one run, normalised to a reference
     pytest-mlbench report --machines RUN RUN ... [--workload mlp]  workloads across machines
     pytest-mlbench report --compare BASELINE RUN                 two runs, judged like the gate
 
@@ -58,6 +58,9 @@ def parser() -> argparse.ArgumentParser:
     rep.add_argument("--alpha", default="0.01", help="gate significance level. Default: 0.01")
     rep.add_argument("--baselines", default="baselines",
                      help="folder that names resolve in. Default: baselines")
+    rep.add_argument("--processes", action="store_true",
+                     help="one run: also each implementation's median step in each process, "
+                          "in the order they ran, and the host probe before each")
     rep.add_argument("--plots", type=Path, default=None, metavar="DIR",
                      help="also write PNG and SVG charts to DIR. Default: no charts")
     return top
@@ -90,6 +93,8 @@ def one_run(args: argparse.Namespace, run: Run, plots: ModuleType | None) -> Lin
     lines.append(f"control matmul: {ctl.gflops:.1f} GFLOP/s" if ctl else "control matmul: absent")
     if probe := hostspeed.line(hostspeed.of_run(run.machine_info)):
         lines.append(probe)
+    if args.processes:
+        lines += report.process_table(records, hostspeed.of_run(run.machine_info))
     if plots is not None:
         for group in sorted({r.identity.group for r in records if r.measure is not None}):
             fig = plots.bar_chart(records, group, args.reference)
@@ -146,6 +151,9 @@ def _named(flag: str, parse: Callable[[str], float], value: str) -> float:
 
 
 def run(args: argparse.Namespace, plots: ModuleType | None) -> tuple[Lines, int]:
+    if args.processes and (args.compare or args.machines):
+        raise OptionError("--processes is for one run's report; it does not go with "
+                          f"--{'compare' if args.compare else 'machines'}")
     if args.compare and len(args.runs) != 2:
         raise OptionError(f"--compare takes two runs, BASELINE and RUN; got {len(args.runs)}")
     limits = _named("--threshold", parse_percent, args.threshold), _named(

@@ -10,11 +10,11 @@ chance does not get an interval narrower than the run supports."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from pytest_mlbench import stats, tables
+from pytest_mlbench import hostspeed, stats, tables
 from pytest_mlbench.record import Measure, Record
 
 HEADER = ("implementation", "step (ms)", "next run 95%", "normalised", "next run 95%",
@@ -42,6 +42,40 @@ def normalised_table(records: Iterable[Record], reference: str | None = None) ->
         body = [_cells(r.identity.impl, m, est, None if m is ref else next(found))
                 for r, m, est in members]
         lines += [group, *tables.render(HEADER, body, note=True, indent="  ")]
+    return lines
+
+
+def process_table(records: Iterable[Record],
+                  probe: Mapping[str, Sequence[float]] | None = None) -> list[str]:
+    """Each implementation's median step time (ms) in each of its processes, in the order the
+    processes ran (process i of every case ran in the session's pass i), group by group,
+    fastest first; then the host probe taken before each pass, when the run has one. It tells
+    modes (some processes fast, some slow, in any order) from drift (a stretch of slow
+    processes, often every implementation's at once), which one figure and its spread cannot."""
+    groups: dict[str, list[tuple[str, list[float]]]] = {}
+    for record in records:
+        if record.measure is not None:
+            medians = [float(np.median(p)) for p in record.measure.per_step() if len(p)]
+            groups.setdefault(record.identity.group, []).append((record.identity.impl, medians))
+    width = max((len(m) for members in groups.values() for _, m in members), default=0)
+    header = ("implementation", *(str(i + 1) for i in range(width)))
+    lines: list[str] = []
+    for group, members in groups.items():
+        members.sort(key=lambda im: float(np.median(im[1])) if im[1] else np.inf)
+        smallest = min((m for _, medians in members for m in medians), default=1.0)
+        places = max(0, 3 - int(np.floor(np.log10(smallest * 1e3))))  # 4 digits, the fastest
+        rows = [[impl, *(f"{m * 1e3:.{places}f}" for m in medians),
+                 *["-"] * (width - len(medians))] for impl, medians in members]
+        lines += [f"{group}: median step (ms) in each process, in the order they ran",
+                  *tables.render(header, rows, indent="  ")]
+    found = hostspeed.readings(probe or {})
+    if found and lines:
+        passes = max(len(values) for values in found.values())
+        rows = [[hostspeed.LABELS[name], *(f"{v:.2f}" for v in values),
+                 *["-"] * (passes - len(values))] for name, values in found.items()]
+        lines += ["host probe before each process (ms)",
+                  *tables.render(("probe", *(str(i + 1) for i in range(passes))), rows,
+                                 indent="  ")]
     return lines
 
 
@@ -93,8 +127,12 @@ def faults(m: Measure) -> str:
 
 
 def flag(est: stats.Estimate) -> str:
-    """``unstable: modes 0.72 | 1.61 ms`` when the processes disagree (stats.UNSTABLE)."""
+    """``unstable: spread 124%, modes 0.72 | 1.61 ms`` when the processes disagree
+    (stats.UNSTABLE); ``no separate modes`` when they spread out with no gap between them
+    (a drifting host, not a process that lands in one of two states)."""
     if not est.unstable:
         return ""
+    if len(est.modes) < 2:
+        return f"unstable: spread {est.spread:.0%}, no separate modes"
     modes = " | ".join(f"{m * 1e3:.4g}" for m in est.modes)
     return f"unstable: spread {est.spread:.0%}, modes {modes} ms"

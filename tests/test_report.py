@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -113,6 +114,47 @@ def test_unstable_figures_show_their_modes() -> None:
     rec = Record(identity(), "x", measure(1e-3).__class__(1, passes))
     (line,) = report.normalised_table([rec])[2:]
     assert line.endswith("unstable: spread 124%, modes 0.72 | 1.61 ms")
+
+
+def test_unstable_figures_without_a_gap_say_they_have_no_separate_modes() -> None:
+    """Processes 4-5% apart from each other, 13% from first to last: unstable, one cluster."""
+    medians = (0.174e-3, 0.181e-3, 0.188e-3, 0.196e-3, 0.197e-3)
+    passes = tuple((m,) * 10 for m in medians)
+    rec = Record(identity(), "x", measure(1e-3).__class__(1, passes))
+    (line,) = report.normalised_table([rec])[2:]
+    assert line.endswith("unstable: spread 13%, no separate modes")
+
+
+def test_each_process_is_shown_in_the_order_it_ran_with_the_probe_before_it() -> None:
+    """Process 2 was slow for both implementations (drift, not a mode): the columns keep the
+    order the passes ran in, the fastest implementation comes first, a case with a missing
+    process shows a dash, and the probe's readings follow, one column a pass."""
+    def rec(impl: str, medians: Sequence[float]) -> Record:
+        return Record(identity(impl), impl, measure(1e-3).__class__(
+            1, tuple((m * 0.99, m, m * 1.01) for m in medians)))
+    recs = [rec("numpy-eager", (2.0e-4, 2.4e-4, 2.0e-4)), rec("jax-jit", (1.5e-4, 1.9e-4)),
+            Record(identity("torch-eager"), "untimed", None)]
+    lines = report.process_table(recs, {"interpreter_ms": [3.5, 4.25, 3.75]})
+    assert lines[0] == "mlp cpu fp32: median step (ms) in each process, in the order they ran"
+    assert cols(lines[1]) == ["implementation", "1", "2", "3"]
+    assert cols(lines[2]) == ["jax-jit", "0.1500", "0.1900", "-"]
+    assert cols(lines[3]) == ["numpy-eager", "0.2000", "0.2400", "0.2000"]
+    assert lines[4] == "host probe before each process (ms)"
+    assert cols(lines[6]) == ["Python", "loop", "3.50", "4.25", "3.75"]
+    assert len(lines) == 7
+    assert report.process_table([recs[2]], {"interpreter_ms": [3.5]}) == []
+
+
+def test_report_processes_prints_them_and_refuses_the_other_modes(
+        files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["report", str(files["a"]), "--processes"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "mlp cpu fp32: median step (ms) in each process, in the order they ran" in out
+    assert cli.main(["report", "--machines", str(files["a"]), str(files["b"]),
+                     "--processes"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "pytest-mlbench: error: --processes is for one run's report; it does not go with "
+        "--machines")
 
 
 def test_page_faults_while_timed_are_shown_only_when_there_are_some() -> None:
