@@ -2,18 +2,15 @@
 
 Variance lives between processes, so each case is sampled in ``processes`` passes, each pass
 with fresh workers (one framework per process: frameworks' thread pools never share a timed
-process). A pass alternates two kinds of phase, block by block of comparison groups (up to
-OPEN_GROUPS): each group's untimed prepare and first timed visit, then each group's second
-timed visit and untimed finish, so a group's rounds of one process are taken at two moments
-far apart and sample two states of a drifting host where one visit would sample one.
+process). A pass alternates two kinds of phase, comparison group by comparison group:
 
 - **untimed** (``untimed.UntimedJobs``, one job per core at once, never two on one worker):
-  a group's building, compiling and checks before timing, or its audits and checks after.
-  Nothing is timed, so the cores may be shared;
-- **timed**, alone: the matmul peaks (before the first visit), then the group's timed rounds
-  interleaved in cycles, in a shuffled (seeded) order, each turn with every other worker
-  stopped (SIGSTOP) and on the case's own cores, so a slow period of the host falls on every
-  implementation alike instead of on whichever ran then.
+  the previous group's audits and checks after timing, and this group's building, compiling
+  and checks before timing. Nothing is timed, so the cores may be shared;
+- **timed**, alone: the matmul peaks, then the group's timed rounds interleaved in cycles, in
+  a shuffled (seeded) order, each turn with every other worker stopped (SIGSTOP) and on the
+  case's own cores, so a slow period of the host falls on every implementation alike instead
+  of on whichever ran then.
 
 The first pass is the full one (pipeline.py): every check, the cold compile time (the
 compile caches start empty), the first call and the peak memory. Later passes use the
@@ -22,7 +19,7 @@ timed rounds are audited.
 
 An A/B session has two lanes, the base revision's cases and this one's: their workers live
 side by side, a case's base and head turns follow each other (ABAB, the order alternating by
-turn), and pass i of the base pairs with pass i of the head.
+cycle), and pass i of the base pairs with pass i of the head.
 
 A session that times nothing (``--benchmark-disable``) has one untimed phase: every case is
 built, checked, run once (audited) and checked again, one job per core at once.
@@ -62,20 +59,12 @@ from pytest_mlbench.record import Identity, Measure, Record
 from pytest_mlbench.reference import OracleService, Reference, one_blas_thread
 from pytest_mlbench.untimed import Job, UntimedJobs
 
-# interleaving cycles per pass: a case takes up to one turn a cycle (up to its rounds / 2
-# turns, so that a turn records at least two rounds after its dropped one), its turns spread
-# evenly over the cycles; the two sides of an A/B pair go first by turns (ABAB..., then
-# BABA...). Every turn costs a dropped round and a move of the threads.
+# interleaving cycles per pass: each case takes a turn in every cycle (up to its rounds / 2,
+# so that a turn records at least two rounds after its dropped one); even, so that the two
+# sides of an A/B pair go first equally often (ABAB..., then BABA...). Six spread a pass's
+# rounds over its timed phase; every turn costs a dropped round and a move of the threads.
 CYCLES = 6
-# a group is timed in VISITS visits a pass, the cycles shared out between them in order: the
-# host drifts over tens of seconds to minutes (docs/GATE.md), and a pass's rounds taken at two
-# moments far apart sample two of its states where one visit samples one. Between a group's
-# visits come the first visits of the other groups of its block (OPEN_GROUPS at most: their
-# cases stay open in the workers until their second visit; one at paper sizes, whose models
-# are large and whose rounds last seconds each).
-VISITS = 2
-OPEN_GROUPS = 8
-MIN_ROUNDS_PER_PROCESS = 4  # two turns of two rounds: one in each visit
+MIN_ROUNDS_PER_PROCESS = 3
 LONG_S = 10.0  # a case whose timing is expected to take longer says so as it starts
 PLAUSIBLE_MARGIN = 0.25  # GFLOP/s above the session's measured peak by more than this fails
 
@@ -140,11 +129,6 @@ def key_of(side: Side, cid: CaseId) -> str:
     return f"{side.name}|{cid.name}" if side.name else cid.name
 
 
-# a pass's turns of one group, by case name: the case's runs (both sides of an A/B pair) and
-# the rounds each of its turns records, by the cycle it takes that turn in
-Turns = dict[str, tuple[list[CaseRun], dict[int, int]]]
-
-
 class Campaign:
     def __init__(self, lanes: Sequence[Lane], plan: Plan, registry: Mapping[str, str],
                  oracle: OracleService, progress: Callable[[str], None] = lambda line: None,
@@ -195,55 +179,33 @@ class Campaign:
         return {key: self._outcome(state) for key, state in self.states.items()}
 
     def _pass(self, p: int, passes: int, started: float) -> None:
-        """One pass, block by block of groups: each group's untimed prepare and first visit,
-        then each group's second visit and untimed finish (audits and the checks after)."""
+        """One pass: per group an untimed phase (the previous group's finish, this group's
+        prepare) and a timed phase."""
         self.pass_no = p
         self.oracle.pause()  # no worker is alive yet: the probe has the cores to itself
         self.host.take()
         self._start_pools()
-        done = p * self._units()
-        for block in self._blocks():
-            opened: list[tuple[str, list[CaseRun], Turns]] = []
-            for group, states in block:
-                self._stop_if_cancelled()
-                begun = time.monotonic()
-                runs = self._untimed_phase([], [s for s in states if s.alive], p)
-                self._announce(runs, p, passes)
-                turns = self._plan_turns(runs, p)
-                if runs:
-                    self._measure_peaks(runs, p)
-                    self._visit(runs, p, turns, 0)
+        done = p * len(self._groups())
+        timed: list[CaseRun] = []  # the group timed last, still to be finished
+        last: tuple[str, float] | None = None
+        for group, states in self._groups():
+            if self.cancelled:
+                raise KeyboardInterrupt("the campaign was cancelled")
+            alive = [s for s in states if s.alive]
+            begun = time.monotonic()
+            runs = self._untimed_phase(timed, alive, p)
+            if last is not None:
                 done += 1
-                self._report(p, passes, (group, begun), len(runs), started, done,
-                             "checked and timed once")
-                opened.append((group, runs, turns))
-            for group, runs, turns in opened:
-                self._stop_if_cancelled()
-                begun = time.monotonic()
-                if runs:
-                    self._visit(runs, p, turns, 1)
-                self._untimed_phase(runs, [], p)
-                done += 1
-                self._report(p, passes, (group, begun), len(runs), started, done,
-                             "timed again and checked")
+                self._report(p, passes, last, len(timed), started, done)
+            timed, last = runs, (group, begun)
+            self._announce(runs, p, passes)
+            if runs:
+                self._measure_peaks(runs, p)
+                self._interleave(runs, p)
+        self._untimed_phase(timed, [], p)
+        if last is not None:
+            self._report(p, passes, last, len(timed), started, done + 1)
         self._close_pools()
-
-    def _stop_if_cancelled(self) -> None:
-        if self.cancelled:
-            raise KeyboardInterrupt("the campaign was cancelled")
-
-    def _blocks(self) -> list[list[tuple[str, list[CaseState]]]]:
-        """The pass's groups in blocks of at most OPEN_GROUPS (one at paper sizes), of sizes
-        as equal as can be."""
-        groups = self._groups()
-        most = 1 if self.plan.size == "paper" else OPEN_GROUPS
-        count = max(1, math.ceil(len(groups) / most))
-        return [groups[i * len(groups) // count:(i + 1) * len(groups) // count]
-                for i in range(count)]
-
-    def _units(self) -> int:
-        """Progress units of a pass: a group's visits (timed), or the group (untimed)."""
-        return len(self._groups()) * (VISITS if self.plan.timing else 1)
 
     def _untimed_phase(self, finish: Sequence[CaseRun], prepare: Sequence[CaseState],
                        p: int) -> list[CaseRun]:
@@ -289,16 +251,16 @@ class Campaign:
                 if left[group]:
                     return
                 done = sum(1 for n in left.values() if not n)
-            self._report(0, 1, (group, begun[group]), 0, started, done)
+            self._report(0, 1, (group, begun[group]), 0, started, done, timed=False)
 
         self.untimed.run([Job(self._slots(s), partial(one, s))
                           for _, states in groups for s in states if s.alive])
         self._close_pools()
 
     def _report(self, p: int, passes: int, group: tuple[str, float], count: int,
-                started: float, done: int, what: str = "") -> None:
+                started: float, done: int, timed: bool = True) -> None:
         name, begun = group
-        what = f"{count} case(s) {what}" if what else "checked"
+        what = f"{count} case(s) checked and timed" if timed else "checked"
         self.progress(f"mlbench [process {p + 1}/{passes}] {name}: {what} in "
                       f"{time.monotonic() - begun:.1f} s; {self._eta(started, done, p)}")
 
@@ -314,7 +276,7 @@ class Campaign:
         the references, compiles cold and fills the compile caches (about three times a later
         process's time on the main job here), so while it runs only its own rest is foretold,
         and the later processes' rest from the later processes' pace."""
-        groups = self._units()  # of one pass
+        groups = len(self._groups())
         passes = self.plan.processes if self.plan.timing else 1
         total = groups * passes
         spent = time.monotonic() - started
@@ -585,39 +547,27 @@ class Campaign:
         floor = max(MIN_ROUNDS_PER_PROCESS, math.ceil(self.plan.min_rounds / self.plan.processes))
         return max(floor, math.ceil(budget / max(run.round_s, 1e-6)))
 
-    def _plan_turns(self, runs: Sequence[CaseRun], p: int) -> Turns:
-        """Each case's turns this pass: how many rounds each records and the cycles it takes
-        them in (spread evenly, so that every visit has some); the audits are chosen over
-        every round the turns run. The sides of an A/B pair take as many rounds as each other
-        (the slower side's count) in the same cycles."""
+    def _interleave(self, runs: Sequence[CaseRun], p: int) -> None:
         by_case: dict[str, list[CaseRun]] = {}
         for run in runs:
             by_case.setdefault(run.ctx.cid.name, []).append(run)
-        plan: Turns = {}
-        for name, pair in by_case.items():
-            rounds = max(self.rounds_for(r) for r in pair)
-            count = min(CYCLES, max(1, rounds // 2))
-            # the rounds shared out as evenly as can be (two at least a turn), cycle by cycle
-            plan[name] = (pair, {k * CYCLES // count: rounds * (k + 1) // count
-                                 - rounds * k // count for k in range(count)})
-            for run in pair:  # every turn also runs TURN_WARMUP dropped rounds, auditable too
-                self._choose_audits(run, rounds + count * TURN_WARMUP, p)
-        return plan
-
-    def _visit(self, runs: Sequence[CaseRun], p: int, turns: Turns, visit: int) -> None:
-        """The turns of ``visit``'s share of the cycles, each cycle's cases in a shuffled
-        (seeded) order."""
-        names = list(turns)
-        for cycle in range(visit * CYCLES // VISITS, (visit + 1) * CYCLES // VISITS):
+        # the sides of an A/B pair take as many rounds as each other: the slower side's count
+        rounds = {name: max(self.rounds_for(r) for r in pair) for name, pair in by_case.items()}
+        per_turn = {name: math.ceil(n / min(CYCLES, max(1, n // 2)))
+                    for name, n in rounds.items()}
+        for run in runs:  # every turn also runs TURN_WARMUP dropped rounds, auditable too
+            name = run.ctx.cid.name
+            turns = math.ceil(rounds[name] / per_turn[name])
+            self._choose_audits(run, rounds[name] + turns * TURN_WARMUP, p)
+        names = list(by_case)
+        for cycle in range(CYCLES):
             order = data.generator(self.plan.seed, "cycle", str(p), str(cycle)).permutation(
                 len(names))
             for i in order:
-                pair, counts = turns[names[i]]
-                if cycle not in counts:
-                    continue
-                k = list(counts).index(cycle)
-                for run in (pair if k % 2 == 0 else pair[::-1]):  # ABAB, then BABA
-                    self._turn(run, counts[cycle], cycle)
+                pair = by_case[names[i]]
+                for run in (pair if cycle % 2 == 0 else pair[::-1]):  # ABAB, then BABA
+                    left = rounds[names[i]] - len(run.seconds)
+                    self._turn(run, min(per_turn[names[i]], left), cycle)
 
     def _choose_audits(self, run: CaseRun, total: int, p: int) -> None:
         rng = data.generator(self.plan.seed, run.spec["name"], "audit", str(p))

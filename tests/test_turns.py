@@ -5,7 +5,6 @@ which pools a campaign starts with a pass, and which of them warm their compiler
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -183,95 +182,15 @@ def test_the_progress_line_foretells_later_processes_from_their_own_pace(
     monkeypatch.setattr("pytest_mlbench.campaign.time.monotonic", lambda: clock[0])
     for campaign in (timed, unchecked):
         monkeypatch.setattr(campaign, "_groups", lambda: [(f"g{i}", []) for i in range(10)])
-    # a timed pass counts each group's two visits: 20 units a process
-    clock[0] = 60.0  # four visits of the first process took a minute
-    assert timed._eta(0.0, 4, 0) == ("60 s so far, about 240 s left in the first process; "
+    clock[0] = 60.0  # two groups of the first process took a minute
+    assert timed._eta(0.0, 2, 0) == ("60 s so far, about 240 s left in the first process; "
                                      "2 faster process(es) to come")
     clock[0] = 300.0
-    assert timed._eta(0.0, 20, 0) == ("300 s so far, the first process done; "
+    assert timed._eta(0.0, 10, 0) == ("300 s so far, the first process done; "
                                       "2 faster process(es) to come")
     timed.first_pass_s = 300.0
-    clock[0] = 340.0  # four visits of the second process took 40 s: 36 left at 10 s
-    assert timed._eta(0.0, 24, 1) == "340 s so far, about 360 s left"
-    assert timed._eta(0.0, 60, 2) == "340 s in all"
+    clock[0] = 340.0  # two groups of the second process took 40 s: 18 groups left at 20 s
+    assert timed._eta(0.0, 12, 1) == "340 s so far, about 360 s left"
+    assert timed._eta(0.0, 30, 2) == "340 s in all"
     clock[0] = 20.0  # a session that times nothing has one pass: its own pace
     assert unchecked._eta(0.0, 2, 0) == "20 s so far, about 80 s left"
-
-
-# -- a pass's schedule: blocks of groups, two visits a group ------------------------------------
-
-def fake_run(name: str, side: str = "") -> SimpleNamespace:
-    return SimpleNamespace(ctx=SimpleNamespace(cid=SimpleNamespace(name=name)),
-                           spec={"name": name}, side=side, seconds=[], audits=set())
-
-
-@pytest.mark.parametrize("rounds", [4, 5, 7, 12, 13, 40])
-def test_every_visit_takes_turns_and_the_visits_record_every_round(
-        rounds: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A case's turns are spread over the cycles, so that each visit takes some (a case
-    front-loaded into the first cycles would sample one moment of the host, not two), and the
-    two visits together record the pass's rounds; an A/B pair's sides take the same turns,
-    the side that goes first alternating by turn."""
-    campaign = campaign_of(True)
-    base, head = fake_run("c", "base"), fake_run("c", "head")
-    monkeypatch.setattr(campaign, "rounds_for", lambda run: rounds)
-    taken: list[tuple[str, int, int]] = []
-
-    def turn(run: Any, count: int, cycle: int) -> None:
-        taken.append((run.side, count, cycle))
-        run.seconds += [1.0] * count
-
-    monkeypatch.setattr(campaign, "_turn", turn)
-    plan = campaign._plan_turns([base, head], 0)  # type: ignore[list-item]
-    campaign._visit([base, head], 0, plan, 0)  # type: ignore[list-item]
-    first = list(taken)
-    campaign._visit([base, head], 0, plan, 1)  # type: ignore[list-item]
-    second = taken[len(first):]
-    assert first and second
-    assert {c for _, _, c in first} <= {0, 1, 2} and {c for _, _, c in second} <= {3, 4, 5}
-    assert len(base.seconds) == len(head.seconds) == rounds
-    assert all(count >= 2 for _, count, _ in taken)
-    sides = [side for side, _, _ in taken]
-    assert sides[0::2] == [("base", "head")[k % 2] for k in range(len(sides) // 2)]
-    assert base.audits and head.audits
-
-
-def test_a_pass_visits_every_group_of_a_block_before_any_again(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each group is timed twice a pass, its second visit after the first visits of the other
-    groups of its block (up to OPEN_GROUPS a block, of equal sizes; one at paper sizes), and it
-    is finished right after its second visit."""
-    events: list[tuple[str, str]] = []
-
-    def schedule(size: str, groups: int) -> list[tuple[str, str]]:
-        campaign = campaign_of(True)
-        if size != campaign.plan.size:
-            campaign.plan = replace(campaign.plan, size=size)
-        named = [(f"g{i}", [SimpleNamespace(alive=True, group=f"g{i}")]) for i in range(groups)]
-        monkeypatch.setattr(campaign, "_groups", lambda: named)
-        monkeypatch.setattr(campaign.host, "take", lambda: None)
-        monkeypatch.setattr(campaign, "_start_pools", lambda: None)
-        monkeypatch.setattr(campaign, "_measure_peaks", lambda runs, p: None)
-        monkeypatch.setattr(campaign, "_announce", lambda runs, p, passes: None)
-        monkeypatch.setattr(campaign, "_plan_turns", lambda runs, p: {})
-
-        def untimed(finish: Any, prepare: Any, p: int) -> list[Any]:
-            events.extend(("finish", r.group) for r in finish)
-            events.extend(("prepare", s.group) for s in prepare)
-            return list(prepare)
-
-        monkeypatch.setattr(campaign, "_untimed_phase", untimed)
-        monkeypatch.setattr(campaign, "_visit", lambda runs, p, turns, visit: events.append(
-            (f"visit {visit + 1}", runs[0].group)))
-        events.clear()
-        campaign._pass(0, 3, 0.0)
-        return list(events)
-
-    def sweep(names: list[str]) -> list[tuple[str, str]]:
-        return ([e for g in names for e in (("prepare", g), ("visit 1", g))]
-                + [e for g in names for e in (("visit 2", g), ("finish", g))])
-
-    assert schedule("smoke", 3) == sweep(["g0", "g1", "g2"])
-    ten = [f"g{i}" for i in range(10)]
-    assert schedule("smoke", 10) == sweep(ten[:5]) + sweep(ten[5:])  # 8 at most: 5 and 5
-    assert schedule("paper", 2) == sweep(["g0"]) + sweep(["g1"])
