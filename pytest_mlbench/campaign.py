@@ -60,7 +60,8 @@ from pytest_mlbench.reference import OracleService, Reference, one_blas_thread
 from pytest_mlbench.untimed import Job, UntimedJobs
 
 # interleaving cycles per pass: each case takes a turn in every cycle (up to its rounds / 2,
-# so that a turn records at least two rounds after its dropped one); even, so that the two
+# and its rounds shared out evenly, so that a turn records at least two rounds after its
+# dropped one); even, so that the two
 # sides of an A/B pair go first equally often (ABAB..., then BABA...). Six spread a pass's
 # rounds over its timed phase; every turn costs a dropped round and a move of the threads.
 CYCLES = 6
@@ -553,21 +554,23 @@ class Campaign:
             by_case.setdefault(run.ctx.cid.name, []).append(run)
         # the sides of an A/B pair take as many rounds as each other: the slower side's count
         rounds = {name: max(self.rounds_for(r) for r in pair) for name, pair in by_case.items()}
-        per_turn = {name: math.ceil(n / min(CYCLES, max(1, n // 2)))
-                    for name, n in rounds.items()}
+        # each case's rounds shared out over its turns as evenly as can be (a 7-round case
+        # takes 2, 2 and 3, never 3, 3 and 1), one turn a cycle from the first
+        turns = {name: [n * (k + 1) // count - n * k // count for k in range(count)]
+                 for name, n in rounds.items() for count in [min(CYCLES, max(1, n // 2))]}
         for run in runs:  # every turn also runs TURN_WARMUP dropped rounds, auditable too
             name = run.ctx.cid.name
-            turns = math.ceil(rounds[name] / per_turn[name])
-            self._choose_audits(run, rounds[name] + turns * TURN_WARMUP, p)
+            self._choose_audits(run, rounds[name] + len(turns[name]) * TURN_WARMUP, p)
         names = list(by_case)
         for cycle in range(CYCLES):
             order = data.generator(self.plan.seed, "cycle", str(p), str(cycle)).permutation(
                 len(names))
             for i in order:
-                pair = by_case[names[i]]
+                pair, counts = by_case[names[i]], turns[names[i]]
+                if cycle >= len(counts):
+                    continue
                 for run in (pair if cycle % 2 == 0 else pair[::-1]):  # ABAB, then BABA
-                    left = rounds[names[i]] - len(run.seconds)
-                    self._turn(run, min(per_turn[names[i]], left), cycle)
+                    self._turn(run, counts[cycle], cycle)
 
     def _choose_audits(self, run: CaseRun, total: int, p: int) -> None:
         rng = data.generator(self.plan.seed, run.spec["name"], "audit", str(p))

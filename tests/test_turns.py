@@ -194,3 +194,33 @@ def test_the_progress_line_foretells_later_processes_from_their_own_pace(
     assert timed._eta(0.0, 30, 2) == "340 s in all"
     clock[0] = 20.0  # a session that times nothing has one pass: its own pace
     assert unchecked._eta(0.0, 2, 0) == "20 s so far, about 80 s left"
+
+
+@pytest.mark.parametrize("rounds", [1, 3, 4, 5, 7, 12, 13, 40])
+def test_a_pass_shares_its_rounds_out_evenly_over_its_turns(
+        rounds: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every turn records two rounds at least (after its dropped one) when the case has four
+    or more: a 7-round case took 3, 3 and 1, a 13-round one 3, 3, 3, 3 and 1. The turns add
+    up to the pass's rounds; an A/B pair's sides take the same turns, the side that goes
+    first alternating."""
+    campaign = campaign_of(True)
+    run = lambda side: SimpleNamespace(  # noqa: E731
+        ctx=SimpleNamespace(cid=SimpleNamespace(name="c")), spec={"name": "c"}, side=side,
+        seconds=[], audits=set())
+    base, head = run("base"), run("head")
+    monkeypatch.setattr(campaign, "rounds_for", lambda r: rounds)
+    taken: list[tuple[str, int]] = []
+
+    def turn(r: Any, count: int, cycle: int) -> None:
+        taken.append((r.side, count))
+        r.seconds += [1.0] * count
+
+    monkeypatch.setattr(campaign, "_turn", turn)
+    campaign._interleave([base, head], 0)  # type: ignore[list-item]
+    counts = [count for side, count in taken if side == "base"]
+    assert sum(counts) == len(base.seconds) == len(head.seconds) == rounds
+    assert min(counts) >= 2 or rounds < 4
+    assert max(counts) - min(counts) <= 1
+    assert [side for side, _ in taken][0::2] == [("base", "head")[k % 2]
+                                                 for k in range(len(counts))]
+    assert base.audits and head.audits
