@@ -60,10 +60,10 @@ from pytest_mlbench.reference import OracleService, Reference, one_blas_thread
 from pytest_mlbench.untimed import Job, UntimedJobs
 
 # interleaving cycles per pass: each case takes a turn in every cycle (up to its rounds / 2,
-# and its rounds shared out evenly, so that a turn records at least two rounds after its
-# dropped one); even, so that the two
-# sides of an A/B pair go first equally often (ABAB..., then BABA...). Six spread a pass's
-# rounds over its timed phase; every turn costs a dropped round and a move of the threads.
+# its rounds shared out evenly, so that a turn records at least two rounds after its dropped
+# one); even, so that the two sides of an A/B pair go first equally often (ABAB..., then
+# BABA...). Six spread a pass's rounds over its timed phase; every turn costs a dropped round
+# and a move of the threads.
 CYCLES = 6
 MIN_ROUNDS_PER_PROCESS = 3
 LONG_S = 10.0  # a case whose timing is expected to take longer says so as it starts

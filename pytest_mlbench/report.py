@@ -55,7 +55,7 @@ def process_table(records: Iterable[Record],
     groups: dict[str, list[tuple[str, list[float]]]] = {}
     for record in records:
         if record.measure is not None:
-            medians = [float(np.median(p)) for p in record.measure.per_step() if len(p)]
+            medians = stats.process_medians(record.measure.per_step())
             groups.setdefault(record.identity.group, []).append((record.identity.impl, medians))
     width = max((len(m) for members in groups.values() for _, m in members), default=0)
     header = ("implementation", *(str(i + 1) for i in range(width)))
@@ -64,19 +64,24 @@ def process_table(records: Iterable[Record],
         members.sort(key=lambda im: float(np.median(im[1])) if im[1] else np.inf)
         smallest = min((m for _, medians in members for m in medians), default=1.0)
         places = max(0, 3 - int(np.floor(np.log10(smallest * 1e3))))  # 4 digits, the fastest
-        rows = [[impl, *(f"{m * 1e3:.{places}f}" for m in medians),
-                 *["-"] * (width - len(medians))] for impl, medians in members]
+        rows = [_padded(impl, [f"{m * 1e3:.{places}f}" for m in medians], width)
+                for impl, medians in members]
         lines += [f"{group}: median step (ms) in each process, in the order they ran",
                   *tables.render(header, rows, indent="  ")]
     found = hostspeed.readings(probe or {})
     if found and lines:
         passes = max(len(values) for values in found.values())
-        rows = [[hostspeed.LABELS[name], *(f"{v:.2f}" for v in values),
-                 *["-"] * (passes - len(values))] for name, values in found.items()]
+        rows = [_padded(hostspeed.LABELS[name], [f"{v:.2f}" for v in values], passes)
+                for name, values in found.items()]
         lines += ["host probe before each process (ms)",
                   *tables.render(("probe", *(str(i + 1) for i in range(passes))), rows,
                                  indent="  ")]
     return lines
+
+
+def _padded(label: str, cells: list[str], width: int) -> list[str]:
+    """A row of ``width`` cells after its label, a dash for each process it lacks."""
+    return [label, *cells, *["-"] * (width - len(cells))]
 
 
 def relatives(pairs: Sequence[tuple[Measure, Measure]]) -> list[stats.Ratio]:

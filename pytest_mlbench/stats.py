@@ -80,9 +80,14 @@ def _clean(samples: Samples) -> list[np.ndarray]:
     return out
 
 
+def process_medians(samples: Samples) -> list[float]:
+    """Each process's median, in the order the processes ran."""
+    return [float(np.median(s)) for s in _clean(samples)]
+
+
 def center(samples: Samples) -> float:
     """Median of the per-process medians."""
-    return float(statistics.median(float(np.median(s)) for s in _clean(samples)))
+    return float(statistics.median(process_medians(samples)))
 
 
 def modes(medians: Sequence[float], gap: float = UNSTABLE) -> tuple[float, ...]:
@@ -191,7 +196,7 @@ def estimate(samples: Samples, *, seed: int = 0, resamples: int = RESAMPLES,
     """The figure (median of process medians), the interval a repeat run's figure will fall
     in (see ``predicted``; never narrower than the rounds' bootstrap), spread and modes."""
     clean = _clean(samples)
-    medians = [float(np.median(s)) for s in clean]
+    medians = [float(np.median(s)) for s in clean]  # process_medians, already cleaned
     value = float(statistics.median(medians))
     boot = _boot_centers(clean, np.random.default_rng(seed), resamples)
     tail = (1 - confidence) / 2
