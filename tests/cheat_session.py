@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CHEATS = Path(__file__).resolve().parent / "cheats"
+MODELS = Path(__file__).resolve().parents[1] / "suites"  # real workloads a cheat may start from
 TIMEOUT_S = 900
 
 
@@ -36,13 +37,16 @@ class Session:
 
 def make_folder(folder: Path) -> Path:
     """``folder`` as a project: suites/ (the workloads and a test module), conftest.py with
-    the cheating adapters' hook, pytest.ini pointing mlbench_suites at suites/."""
+    the cheating adapters' hook, pytest.ini pointing mlbench_suites at suites/; models/cnn, a
+    copy of the real CNN outside the suites, for the cheats that change it."""
     suites = folder / "suites"
     shutil.copytree(CHEATS, suites, ignore=shutil.ignore_patterns("__pycache__", "hooks.py",
                                                                   "session_module.py"))
     shutil.copy(CHEATS / "session_module.py", suites / "test_cheats.py")
     shutil.copy(CHEATS / "hooks.py", folder / "conftest.py")
     (folder / "pytest.ini").write_text("[pytest]\nmlbench_suites = suites\n")
+    shutil.copytree(MODELS / "cnn", folder / "models" / "cnn",
+                    ignore=shutil.ignore_patterns("__pycache__"))
     return folder
 
 

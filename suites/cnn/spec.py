@@ -125,7 +125,13 @@ SPEC = Workload(
     # default size: the momentum buffer 20 steps from the start within 0.2% of float64 in norm
     # (the table allows 0.1%). 0.5% still fails a parameter one step behind at the 128 steps
     # the audit replays from the start (0.8%), and any wrong hyper-parameter.
-    tolerances={"fp32": Tolerances(grad=Tolerance(1e-4, 1e-5),
+    # The gradient, too, is judged per point, and at a point where rounding puts a
+    # pre-activation or a pooling pair across its kink, one term of it moves: in
+    # tools/tolerance_sweep.py (7 implementations, seeds 0-14, every 20 steps to 300), 51 of
+    # 1680 points went over the fp32 table's (1e-4, 1e-5), up to 32 times; at (3e-3, 3e-3)
+    # none did, the largest at 0.30 of it. Label smoothing 0.1 still fails (tests/cheats/
+    # smoothing); the check now resolves about 0.6% of a gradient's norm at the start.
+    tolerances={"fp32": Tolerances(grad=Tolerance(3e-3, 3e-3),
                                    trajectory=Tolerance(5e-3, 1e-4))},
     make_data=make_data,
     make_params=make_params,
