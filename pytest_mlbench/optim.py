@@ -17,6 +17,7 @@ step counter, so every framework's state reads back into one dict the checks com
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -60,6 +61,17 @@ class Optimizer:
     @property
     def counted(self) -> bool:
         return self.name in ("adam", "adamw")
+
+    @property
+    def step_bound(self) -> float | None:
+        """For an optimizer that divides each element's step by that element's own gradient
+        scale (Adam, AdamW), the most one element moves in one step whatever its gradient:
+        lr (1 - b1) / sqrt(1 - b2) where that exceeds lr, else lr (Kingma and Ba, section
+        2.1), weight decay aside (it does not depend on the gradient). None for the others,
+        whose step is the gradient's scale."""
+        if not self.counted:
+            return None
+        return self.lr * max(1.0, (1 - self.b1) / math.sqrt(1 - self.b2))
 
     def describe(self) -> str:
         return ", ".join(f"{k}={v:g}" for k, v in self.hyperparameters.items())

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_mlbench import Shape, Workload, adam, data, momentum, reference, sgd, train
+from pytest_mlbench import Shape, Workload, adam, data, momentum, reference, sgd, train, verify
 from pytest_mlbench import trajectory as trajectory_module
 from pytest_mlbench.case import CaseId
 from pytest_mlbench.checks import assert_at_step, assert_close, tolerances
@@ -205,6 +205,67 @@ def test_the_audit_counts_up_to_absolute_steps_only() -> None:
     audit_step_count(ctx, reported(ctx.params, steps=129), where=WHERE)  # not checked
     with pytest.raises(AssertionError, match=r"128 step\(s\) from the seeded start"):
         audit_step_count(ctx, reported(ctx.params, steps=128), where=WHERE)
+
+
+# -- Adam's step where the working precision cannot resolve the gradient ---------------------
+
+def dead_column_context(optimizer: Optimizer) -> Context:
+    """Least squares whose first input column is zero: w[0]'s gradient is exactly zero in
+    float64, and an implementation's fp32 may hold any value near it (a dead unit's weight)."""
+    def zero_first(rng: np.random.Generator, dims: Mapping[str, int]) -> dict[str, np.ndarray]:
+        d = _data(rng, dims)
+        d["x"][:, 0] = 0.0
+        return d
+
+    ctx = context(optimizer)
+    spec = dataclasses.replace(ctx.reference.workload, make_data=zero_first)
+    inputs, params = data.seeded_start(spec, SHAPE, 0, ctx.policy)
+    return dataclasses.replace(ctx, cid=dataclasses.replace(ctx.cid, workload=spec),
+                               reference=Reference(spec, SHAPE, 0, "lsq0", OracleService()),
+                               inputs=inputs, params=params)
+
+
+def first_step(ctx: Context, key: str, index: int, extra: float) -> dict[str, np.ndarray]:
+    """The reference's first step, with ``extra`` added to one element's displacement."""
+    params = {k: v.copy() for k, v in ctx.reference.trajectory(
+        ctx.cid.task.optimizer, ctx.params, ctx.inputs, ctx.dtype).state(1)[0].items()}
+    params[key].flat[index] += extra
+    return params
+
+
+def test_adam_may_move_an_unresolved_element_anywhere_within_its_step_bound() -> None:
+    """w[0]'s gradient is zero: Adam moves it by lr times the sign of whatever the
+    implementation computed there, which the gradient check cannot pin down."""
+    ctx = dead_column_context(adam(0.01))
+    assert set(verify.unresolved_elements(ctx, data.widen(ctx.params))) == {"w"}
+    for extra in (0.01, -0.01, 0.06):  # a whole step either way, and up to the bound
+        assert_params_displaced(ctx, ctx.params, first_step(ctx, "w", 0, extra),
+                                first_step(ctx, "w", 0, 0.0), 1, where="first adam step")
+
+
+def test_adam_fails_an_unresolved_element_past_its_bound_and_a_resolved_one_off_by_a_step(
+        ) -> None:
+    ctx = dead_column_context(adam(0.01))
+    expected = first_step(ctx, "w", 0, 0.0)
+    with pytest.raises(AssertionError, match=re.escape(
+            "first adam step, displacement of w: element [0, 0], whose gradient is below what "
+            "fp32 resolves, moved 0.07 where the reference moved 0: more than twice adam's "
+            "step bound over 1 step(s)")):
+        assert_params_displaced(ctx, ctx.params, first_step(ctx, "w", 0, 0.07), expected, 1,
+                                where="first adam step")
+    with pytest.raises(AssertionError, match=r"first adam step, displacement of w: differs by"):
+        assert_params_displaced(ctx, ctx.params, first_step(ctx, "w", 1, 0.01), expected, 1,
+                                where="first adam step")
+
+
+@pytest.mark.parametrize("optimizer", [sgd(0.1), momentum(0.05)], ids=lambda o: o.name)
+def test_a_step_that_scales_with_the_gradient_leaves_nothing_unresolved(
+        optimizer: Optimizer) -> None:
+    ctx = dead_column_context(optimizer)
+    assert verify.unresolved_elements(ctx, data.widen(ctx.params)) == {}
+    with pytest.raises(AssertionError, match=r"displacement of w: differs by"):
+        assert_params_displaced(ctx, ctx.params, first_step(ctx, "w", 0, 0.01),
+                                first_step(ctx, "w", 0, 0.0), 1, where="first step")
 
 
 # -- the cached trajectory is Reference.train's ----------------------------------------------
