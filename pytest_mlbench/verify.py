@@ -177,7 +177,7 @@ def assert_params_displaced(ctx: Context, start: Arrays, found: Arrays, expected
     tol = ctx.tol.trajectory
     begin = data.widen(start)
     assert_same_keys(found, begin, where=f"{where}, parameters")
-    unresolved = unresolved_elements(ctx, begin)
+    unresolved = unresolved_elements(ctx)
     for key in sorted(begin):
         moved = data.widen({key: found[key]})[key] - begin[key]
         expected_move = expected[key] - begin[key]
@@ -190,19 +190,21 @@ def assert_params_displaced(ctx: Context, start: Arrays, found: Arrays, expected
                      where=label)
 
 
-def unresolved_elements(ctx: Context, params: Arrays) -> dict[str, np.ndarray]:
+def unresolved_elements(ctx: Context) -> dict[str, np.ndarray]:
     """Where a per-element normalised step (Adam) is not determined by the working precision:
-    the elements whose float64 gradient at ``params`` lies below what the gradient check
+    the elements whose float64 gradient at the seeded start lies below what the gradient check
     resolves per element, its norm-wise allowance spread over the tensor, (rtol + atol)
     ||g|| / sqrt(n). A dead unit's weights are the usual ones: their gradient is near zero
     and the working precision computes it with no correct digits (tanh-GELU's 1 + tanh(z)
     cancels for z far below zero), while Adam moves each element by about lr whatever its
-    gradient's size. Masks by tensor, only tensors that have such elements; none for
-    optimizers whose step scales with the gradient."""
+    gradient's size. The start's gradient (cached since the start's check) stands for every
+    later point too: a dead unit stays dead, and an element whose gradient later passes zero
+    has moments from the steps before that resolve its step. Masks by tensor, only tensors
+    that have such elements; none for optimizers whose step scales with the gradient."""
     opt = ctx.cid.task.optimizer
     if opt is None or opt.step_bound is None:
         return {}
-    _, grads = ctx.reference.loss_and_grad(params, ctx.inputs)
+    _, grads = ctx.reference.loss_and_grad(ctx.params, ctx.inputs)
     tol = ctx.tol.grad
     out = {}
     for key, g in grads.items():
