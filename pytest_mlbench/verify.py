@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -22,6 +22,7 @@ import numpy as np
 from pytest_mlbench import data
 from pytest_mlbench.case import CaseId
 from pytest_mlbench.checks import (
+    _fmt_index,
     assert_at_step,
     assert_census,
     assert_close,
@@ -55,6 +56,8 @@ class Context:
     inputs: Arrays  # the seeded data at the policy's dtype
     params: Arrays  # the seeded params at the policy's dtype
     where: str
+    # unresolved_elements' masks, found once a case (every audit asks)
+    unresolved: dict[str, np.ndarray] | None = field(default=None, init=False, repr=False)
 
     @property
     def dtype(self) -> Any:
@@ -207,9 +210,12 @@ def unresolved_elements(ctx: Context) -> dict[str, np.ndarray]:
     factor, and the states of the checked steps as well as the start's (the trajectory and
     its gradients are cached). Masks by tensor, only tensors that have such elements; none for
     optimizers whose step scales with the gradient."""
+    if ctx.unresolved is not None:
+        return ctx.unresolved
     opt = ctx.cid.task.optimizer
     if opt is None or opt.step_bound is None:
-        return {}
+        ctx.unresolved = {}
+        return ctx.unresolved
     trajectory = seeded_trajectory(ctx)
     tol = ctx.tol.grad
     out: dict[str, np.ndarray] = {}
@@ -223,6 +229,7 @@ def unresolved_elements(ctx: Context) -> dict[str, np.ndarray]:
             mask = np.abs(g) < UNRESOLVED * resolved
             if mask.any():
                 out[key] = out[key] | mask if key in out else mask
+    ctx.unresolved = out
     return out
 
 
@@ -237,7 +244,7 @@ def assert_bounded_where_unresolved(ctx: Context, moved: np.ndarray, expected: n
     off = np.where(mask, np.abs(moved - expected), 0.0)
     worst = np.unravel_index(int(np.argmax(off)), np.shape(off))
     if off[worst] > bound:
-        index = "[" + ", ".join(str(int(i)) for i in worst) + "]" if np.ndim(off) else "(scalar)"
+        index = _fmt_index(tuple(int(i) for i in worst))
         raise AssertionError(
             f"{where}: element {index}, whose gradient is below what {ctx.policy.name} "
             f"resolves, moved {moved[worst]:.6g} where the reference moved "

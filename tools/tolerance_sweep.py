@@ -5,8 +5,8 @@
 
 For each implementation and seed it builds the case as a worker does (the suite's seeded
 start, the framework's own kernels at the case's precision), trains it with its own steps, and
-every ``--every`` steps compares its loss and gradient with the float64 reference at its
-parameters there, as the suite's checks do (checks.py): step 0 as the start's check (scale:
+every ``--every`` steps compares its gradient with the float64 reference at its parameters
+there, as the suite's checks do (checks.py): step 0 as the start's check (scale:
 the tensor's own norm), later steps as the check where training has taken the parameters
 (scale: the start's). It prints, per seed, the largest error over tolerance of each
 evaluation (1.0 = the limit), then how many evaluations fail, the quantiles, and the worst.
