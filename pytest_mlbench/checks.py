@@ -45,6 +45,25 @@ def _wide(value: Any) -> np.ndarray:
     return np.asarray(widen({"x": np.asarray(value)})["x"], dtype=np.float64)
 
 
+def _measure(a: np.ndarray, e: np.ndarray, rtol: float, atol: float, scale: float | None,
+             rounding: float) -> tuple[float, float, float]:
+    """(||a - e||, what the norm-wise tolerance allows, ||e||)."""
+    norm_e = float(np.linalg.norm(e))
+    allowed = rtol * norm_e + atol * (norm_e if scale is None else scale) + rounding
+    return float(np.linalg.norm(a - e)), allowed, norm_e
+
+
+def excess(actual: Any, expected: Any, *, rtol: float, atol: float,
+           scale: float | None = None, rounding: float = 0.0) -> float:
+    """How far ``actual`` is from ``expected`` as a fraction of what assert_close allows
+    (1.0: at the limit, above it fails; inf when not finite). Shapes must agree."""
+    a, e = _wide(actual), np.asarray(expected, np.float64)
+    if not np.all(np.isfinite(a)):
+        return float("inf")
+    err, allowed, _ = _measure(a, e, rtol, atol, scale, rounding)
+    return err / allowed if allowed > 0 else (0.0 if err == 0 else float("inf"))
+
+
 def assert_close(actual: Any, expected: Any, *, rtol: float, atol: float,
                  scale: float | None = None, rounding: float = 0.0, where: str = "") -> None:
     """Norm-wise: ||actual - expected|| <= rtol ||expected|| + atol * scale + rounding, shapes
@@ -57,9 +76,7 @@ def assert_close(actual: Any, expected: Any, *, rtol: float, atol: float,
     if not np.all(np.isfinite(a)):
         bad = tuple(int(i) for i in np.argwhere(~np.isfinite(a))[0])
         raise AssertionError(f"{prefix}non-finite value {a[bad]} at {_fmt_index(bad)}")
-    norm_e = float(np.linalg.norm(e))
-    err = float(np.linalg.norm(a - e))
-    allowed = rtol * norm_e + atol * (norm_e if scale is None else scale) + rounding
+    err, allowed, norm_e = _measure(a, e, rtol, atol, scale, rounding)
     if err > allowed:
         worst = tuple(int(i) for i in np.unravel_index(np.argmax(np.abs(a - e)), a.shape))
         rel = err / norm_e if norm_e else float("inf")

@@ -34,12 +34,13 @@ from pytest_mlbench.checks import (
     assert_trajectory_close,
     assert_trees_close,
     assert_variant_applied,
+    excess,
 )
 from pytest_mlbench.optim import check_hyperparameters
 from pytest_mlbench.precision import Policy, numpy_dtype
 from pytest_mlbench.reference import Reference
 from pytest_mlbench.trajectory import State, Trajectory
-from pytest_mlbench.workload import Arrays, Tolerances
+from pytest_mlbench.workload import Arrays, Tolerance, Tolerances
 
 Snapshot = Mapping[str, Arrays]  # {"params": ..., "state": ...}
 ABSOLUTE_STEPS = 128  # audited rounds up to this many steps are also checked from the start
@@ -179,19 +180,48 @@ def assert_params_displaced(ctx: Context, start: Arrays, found: Arrays, expected
     would hide a wrong learning rate (or a step that did nothing). Storage at the dtype adds up
     to half a unit in the last place per element and step, which the tolerance allows."""
     tol = ctx.tol.trajectory
-    begin = data.widen(start)
-    assert_same_keys(found, begin, where=f"{where}, parameters")
-    unresolved = unresolved_elements(ctx)
-    for key in sorted(begin):
-        moved = data.widen({key: found[key]})[key] - begin[key]
-        expected_move = expected[key] - begin[key]
+    assert_same_keys(found, start, where=f"{where}, parameters")
+    for key in sorted(start):
         label = f"{where}, displacement of {key}" if where else f"displacement of {key}"
-        if key in unresolved:
-            moved = assert_bounded_where_unresolved(ctx, moved, expected_move, unresolved[key],
-                                                    steps, where=label)
-        rounding = steps * ctx.eps() * float(np.linalg.norm(begin[key]))
+        moved, expected_move, rounding = _displacement(ctx, key, start, found, expected, steps,
+                                                       where=label)
         assert_close(moved, expected_move, rtol=tol.rtol, atol=tol.atol, rounding=rounding,
                      where=label)
+
+
+def displacement_excess(ctx: Context, start: Arrays, found: Arrays, expected: Arrays,
+                        steps: int, tol: Tolerance | None = None) -> dict[str, float]:
+    """What assert_params_displaced measures, per tensor, as a fraction of what ``tol`` (the
+    trajectory tolerance unless given) allows: 1.0 is the limit; inf where an element whose
+    gradient the precision cannot resolve moved past the optimizer's bound
+    (tools/tolerance_sweep.py)."""
+    tol = tol or ctx.tol.trajectory
+    out = {}
+    for key in sorted(start):
+        try:
+            moved, expected_move, rounding = _displacement(ctx, key, start, found, expected,
+                                                           steps, where=key)
+        except AssertionError:
+            out[key] = math.inf
+            continue
+        out[key] = excess(moved, expected_move, rtol=tol.rtol, atol=tol.atol,
+                          rounding=rounding)
+    return out
+
+
+def _displacement(ctx: Context, key: str, start: Arrays, found: Arrays, expected: Arrays,
+                  steps: int, *, where: str) -> tuple[np.ndarray, np.ndarray, float]:
+    """(the tensor's move from ``start``, the reference's, what storage at the dtype rounds
+    over ``steps`` steps); elements whose gradient the precision cannot resolve are held to
+    the optimizer's bound here (AssertionError past it) and compared no further."""
+    begin = data.widen({key: start[key]})[key]
+    moved = data.widen({key: found[key]})[key] - begin
+    expected_move = np.asarray(expected[key], np.float64) - begin
+    unresolved = unresolved_elements(ctx)
+    if key in unresolved:
+        moved = assert_bounded_where_unresolved(ctx, moved, expected_move, unresolved[key],
+                                                steps, where=where)
+    return moved, expected_move, steps * ctx.eps() * float(np.linalg.norm(begin))
 
 
 def unresolved_elements(ctx: Context) -> dict[str, np.ndarray]:

@@ -25,6 +25,7 @@ from pytest_mlbench.checks import (
     assert_plausible,
     assert_trajectory_close,
     assert_variant_applied,
+    excess,
 )
 from pytest_mlbench.precision import POLICIES
 from tests.cheat_session import Session
@@ -124,6 +125,21 @@ def test_close_reports_the_worst_element_and_the_tolerance() -> None:
     with pytest.raises(AssertionError, match=r"shape \(2,\) != expected \(3,\)"):
         assert_close(np.zeros(2), np.zeros(3), rtol=1, atol=1)
     assert_close(expected, expected, rtol=0, atol=0)
+
+
+def test_excess_is_the_share_of_the_tolerance_assert_close_judges_by() -> None:
+    """1.0 at the limit: assert_close passes there and fails just past it."""
+    expected = np.array([3.0, 4.0])  # norm 5
+    at_limit = expected + np.array([0.0, 0.5 + 0.01 * 7 + 0.25])  # rtol 0.1 x 5 + atol x 7
+    assert excess(at_limit, expected, rtol=0.1, atol=0.01, scale=7.0, rounding=0.25) == \
+        pytest.approx(1.0)
+    assert_close(at_limit - [0, 1e-9], expected, rtol=0.1, atol=0.01, scale=7.0, rounding=0.25)
+    with pytest.raises(AssertionError, match="differs by"):
+        assert_close(at_limit + [0, 1e-9], expected, rtol=0.1, atol=0.01, scale=7.0,
+                     rounding=0.25)
+    assert excess(expected * 1.01, expected, rtol=0.02, atol=0) == pytest.approx(0.5)
+    assert excess([np.nan, 4.0], expected, rtol=1, atol=1) == float("inf")
+    assert excess(expected, expected, rtol=0, atol=0) == 0.0
 
 
 def test_identical_says_how_many_elements_differ() -> None:

@@ -1,22 +1,33 @@
-"""How far an implementation's gradient falls from float64, over seeds and along training:
+"""How far an implementation falls from float64, over seeds and along its own training:
 
     python tools/tolerance_sweep.py suites/cnn --impl torch-eager,tensorflow-xla \
-        --size default --seeds 0-29 --steps 400 --every 20
+        --size default --seeds 0-29 --steps 400 --every 20 [--check trajectory]
 
 For each implementation and seed it builds the case as a worker does (the suite's seeded
 start, the framework's own kernels at the case's precision), trains it with its own steps, and
-every ``--every`` steps compares its gradient with the float64 reference at its parameters
-there, as the suite's checks do (checks.py): step 0 as the start's check (scale:
-the tensor's own norm), later steps as the check where training has taken the parameters
-(scale: the start's). It prints, per seed, the largest error over tolerance of each
-evaluation (1.0 = the limit), then how many evaluations fail, the quantiles, and the worst.
-The exit status is 1 when an evaluation fails (the candidate's verdict when one is given).
+every ``--every`` steps judges it against the float64 reference as the suite's checks do
+(checks.py, verify.py), against the spec's tolerance and, with ``--tolerance``, a candidate:
+
+- ``--check gradient`` (the default): its gradient at its parameters there. Step 0 as the
+  start's check (scale: the tensor's own norm), later steps as the check where training has
+  taken the parameters (scale: the start's). Tolerance: the spec's ``grad``.
+- ``--check trajectory``: what an audited timed round is judged on. Its parameters'
+  displacement from the seeded start against the reference's step (up to the audit's
+  ABSOLUTE_STEPS; where that fails, the audit's fallback, nearer this step than either
+  neighbour, decides), and a round of the shape's steps a call from there: the displacement
+  and the optimizer state against the reference's steps from the implementation's own
+  state. Tolerance: the spec's ``trajectory``.
+
+It prints, per seed, the largest excess of each evaluation (1.0 = the limit), then how many
+evaluations fail, the quantiles, and the worst. The exit status is 1 when an evaluation fails
+(the candidate's verdict when one is given).
 
 Why: a model with kinks (ReLU, max-pooling) has pre-activations and pooling pairs that the
 working precision's rounding can put on the other side of the kink from float64's, which
-moves one term of the gradient. How often depends on the seed and the point, so a handful of
-seeds that pass says little. A tolerance override (ADDING_WORKLOADS.md, section 6) should
-come with a sweep that stays well under 1.0, and a real bug (a dropped bias) well above it.
+moves one term of the gradient, and over many steps the parameters. How often depends on the
+seed and the point, so a handful of seeds that pass says little. A tolerance override
+(ADDING_WORKLOADS.md, section 6) should come with a sweep that stays well under 1.0, and a
+real bug (a dropped bias) well above it.
 
 Nothing here is timed; frameworks share this process, the float64 oracle has its own.
 """
@@ -34,10 +45,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pytest_mlbench import catalogue, frameworks  # noqa: E402
-from pytest_mlbench.checks import tolerances  # noqa: E402
+from pytest_mlbench import catalogue, data, frameworks, verify  # noqa: E402
+from pytest_mlbench.case import CaseId  # noqa: E402
+from pytest_mlbench.checks import excess, tolerances  # noqa: E402
 from pytest_mlbench.engine.server import CaseServer  # noqa: E402
 from pytest_mlbench.errors import Unavailable  # noqa: E402
+from pytest_mlbench.precision import POLICIES  # noqa: E402
 from pytest_mlbench.reference import OracleService, Reference  # noqa: E402
 from pytest_mlbench.workload import Tolerance  # noqa: E402
 
@@ -50,57 +63,115 @@ def seeds_of(text: str) -> list[int]:
         raise SystemExit(f"--seeds {text!r}: give a seed (7) or a range (0-29)") from None
 
 
-Point = dict[str, tuple[float, float, float]]  # tensor -> (error, ||expected||, scale)
+Point = dict[str, float]  # what was judged (a tensor, "round: <tensor>") -> its excess
+Judge = dict[str, Point]  # per tolerance label: the point's excesses
+CHECKS = ("gradient", "trajectory")
 
 
-def over(point: Point, tol: Tolerance) -> tuple[str, float]:
-    """The tensor whose error is furthest over what checks.assert_close allows, and by how
-    much (1.0: at the limit)."""
-    ratios = {k: err / (tol.rtol * norm + tol.atol * scale) for k, (err, norm, scale)
-              in point.items()}
-    worst = max(ratios, key=ratios.__getitem__)
-    return worst, ratios[worst]
+def worst(point: Point) -> tuple[str, float]:
+    """What is furthest over its tolerance, and by how much (1.0: at the limit)."""
+    key = max(point, key=point.__getitem__)
+    return key, point[key]
 
 
 def sweep(folder: Path, spec: Any, impl: str, size: str, precision: str, seed: int,
-          steps: int, every: int, oracle: OracleService) -> list[tuple[int, Point]]:
-    """(step, each tensor's error, norm and scale) at every evaluation point of one seed."""
+          steps: int, every: int, oracle: OracleService, check: str,
+          tols: dict[str, Tolerance]) -> list[tuple[int, Judge]]:
+    """(step, per tolerance each judged tensor's excess) at every evaluation point of a seed."""
     framework, variant = impl.split("-", 1)
     shape = spec.sizes[size][0]
     task = next(t for t in spec.all_tasks if t.kind == "train")
+    cid = CaseId(spec, shape, task, framework, variant, "cpu", precision)
     adapter = frameworks.load(framework, frameworks.BUILTIN)
-    server = CaseServer(adapter, {
-        "root": str(folder.parent), "workload": spec.name, "size": size, "shape": shape.label,
-        "task": task.label, "framework": framework, "variant": variant, "device": "cpu",
-        "precision": precision, "workers": 1, "seed": seed,
-        "name": f"{spec.name}-{impl}-cpu-{precision}"})
-    reference = Reference(spec, shape, seed, str(folder), oracle)
-    inputs = {k: np.asarray(adapter.to_numpy(v)) for k, v in server.case.data.items()}
+    server = CaseServer(adapter, cid.spec(str(folder.parent), size, seed))
+    policy = POLICIES[precision]
+    inputs, params = data.seeded_start(spec, shape, seed, policy)
+    ctx = verify.Context(cid, Reference(spec, shape, seed, str(folder), oracle), policy,
+                         tolerances(precision, spec.tolerances), inputs, params, impl)
     runner = server.runner
     start: dict[str, float] = {}
-    out = []
-    for step in range(steps + 1):
-        if step % every == 0:
-            found = runner.evaluate(None)["grads"]
-            _, exact = reference.loss_and_grad(runner.params(), inputs)
-            norms = {k: float(np.linalg.norm(v)) for k, v in exact.items()}
-            start = start or norms
-            out.append((step, {k: (float(np.linalg.norm(np.asarray(found[k], np.float64)
-                                                        - exact[k])),
-                                   norms[k], norms[k] if step == 0 else start[k])
-                               for k in exact}))
-        if step < steps:
+    out: list[tuple[int, Judge]] = []
+    step = 0
+    while step <= steps:
+        if step % every:
             runner.call(None)
+            step += 1
+            continue
+        if check == "gradient":
+            found = runner.evaluate(None)["grads"]
+            _, exact = ctx.reference.loss_and_grad(runner.params(), inputs)
+            start = start or {k: float(np.linalg.norm(v)) for k, v in exact.items()}
+            out.append((step, {label: {k: excess(found[k], exact[k], rtol=tol.rtol,
+                                                 atol=tol.atol,
+                                                 scale=None if step == 0 else start[k])
+                                       for k in exact}
+                               for label, tol in tols.items()}))
+            if step < steps:
+                runner.call(None)
+            step += 1
+        else:
+            calls = min(shape.steps_per_call, max(steps - step, 1))
+            out.append((step, judge_trajectory(ctx, runner, step, calls, tols)))
+            step += calls
     return out
 
 
-def summary(points: list[tuple[str, int, int, Point]], tol: Tolerance, label: str) -> int:
-    """Quantiles of the worst error over ``tol`` per evaluation; the failing ones listed."""
-    judged = [(impl, seed, step, *over(point, tol)) for impl, seed, step, point in points]
+def judge_trajectory(ctx: verify.Context, runner: Any, step: int, calls: int,
+                     tols: dict[str, Tolerance]) -> Judge:
+    """At ``step``: the parameters' displacement from the seeded start (as audit_step_count
+    judges it), then ``calls`` steps (a timed round) judged from where they started (as
+    assert_moved_like_reference judges them). A from-start excess over 1.0 that the audit's
+    nearest-step fallback accepts is reported at 1.0."""
+    opt = ctx.cid.task.optimizer
+    assert opt is not None
+    before = runner.snapshot()
+    judged: Judge = {label: {} for label in tols}
+    if 0 < step <= verify.ABSOLUTE_STEPS:
+        expected = verify.seeded_trajectory(ctx).state(step)[0]
+        for label, tol in tols.items():
+            found = verify.displacement_excess(ctx, ctx.params, before["params"], expected,
+                                               step, tol)
+            if max(found.values()) > 1 and accepted_nearest(ctx, before["params"], step, tol):
+                found = {k: min(v, 1.0) for k, v in found.items()}
+            judged[label].update({f"start: {k}": v for k, v in found.items()})
+    for _ in range(calls):
+        runner.call(None)
+    after = runner.snapshot()
+    _, ref_params, ref_state = ctx.reference.train(opt, before["params"], before["state"],
+                                                   ctx.inputs, calls, ctx.dtype)
+    for label, tol in tols.items():
+        found = verify.displacement_excess(ctx, before["params"], after["params"], ref_params,
+                                           calls, tol)
+        judged[label].update({f"round: {k}": v for k, v in found.items()})
+        for key, value in ref_state.items():
+            if key != "count":
+                judged[label][f"round: state {key}"] = excess(
+                    after["state"][key], value, rtol=tol.rtol, atol=tol.atol,
+                    rounding=calls * ctx.eps() * float(np.linalg.norm(value)))
+    return judged
+
+
+def accepted_nearest(ctx: verify.Context, params: Any, step: int, tol: Tolerance) -> bool:
+    """Whether the audit's count from the start passes these parameters at ``step`` with
+    ``tol`` as the trajectory tolerance (its nearest-step fallback included)."""
+    probe = verify.Context(ctx.cid, ctx.reference, ctx.policy,
+                           type(ctx.tol)(ctx.tol.grad, tol), ctx.inputs, ctx.params, ctx.where)
+    probe.unresolved = ctx.unresolved
+    try:
+        verify.audit_step_count(probe, {"params": params, "steps": step}, where="")
+    except AssertionError:
+        return False
+    return True
+
+
+def summary(points: list[tuple[str, int, int, Judge]], label: str, tol: Tolerance,
+            title: str) -> int:
+    """Quantiles of each evaluation's worst excess against ``tol``; the failing ones listed."""
+    judged = [(impl, seed, step, *worst(judge[label])) for impl, seed, step, judge in points]
     values = sorted(j[-1] for j in judged)
     failing = sorted((j for j in judged if j[-1] > 1), key=lambda j: -j[-1])
     q = lambda f: values[min(len(values) - 1, int(f * len(values)))]  # noqa: E731
-    print(f"{label} (rtol {tol.rtol:g}, atol {tol.atol:g}): {len(values)} evaluations, "
+    print(f"{title} (rtol {tol.rtol:g}, atol {tol.atol:g}): {len(values)} evaluations, "
           f"{len(failing)} over; median {statistics.median(values):.3g}, 95% {q(0.95):.3g}, "
           f"99% {q(0.99):.3g}, max {values[-1]:.3g}")
     for impl, seed, step, key, r in failing[:10]:
@@ -126,6 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", default="0-9", help="a seed or a range, e.g. 0-29")
     parser.add_argument("--steps", type=int, default=200, help="training steps a seed")
     parser.add_argument("--every", type=int, default=20, help="steps between evaluations")
+    parser.add_argument("--check", default="gradient", choices=CHECKS,
+                        help="what is judged: the gradient (the checks before and after "
+                        "timing) or the trajectory (an audited timed round)")
     parser.add_argument("--tolerance", default="", help="RTOL,ATOL: judge the same errors "
                         "against a candidate tolerance too (the override you consider)")
     args = parser.parse_args(argv)
@@ -144,32 +218,35 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"--impl {','.join(unknown)}: {spec.name} offers {', '.join(offered)}")
     if args.every < 1 or args.steps < 0:
         raise SystemExit("--every must be 1 or more and --steps 0 or more")
-    tol = tolerances(args.precision, spec.tolerances).grad
-    candidate = tolerance_of(args.tolerance) if args.tolerance else None
+    table = tolerances(args.precision, spec.tolerances)
+    tols = {"spec": table.grad if args.check == "gradient" else table.trajectory}
+    if args.tolerance:
+        tols["candidate"] = tolerance_of(args.tolerance)
     seeds = seeds_of(args.seeds)
-    print(f"{spec.name} {args.size} {args.precision}: gradient tolerance rtol {tol.rtol:g}, "
-          f"atol {tol.atol:g}; per evaluation, the largest error over tolerance")
+    print(f"{spec.name} {args.size} {args.precision}, {args.check}: tolerance rtol "
+          f"{tols['spec'].rtol:g}, atol {tols['spec'].atol:g}; per evaluation, the largest "
+          "excess (1.0: at the limit)")
     oracle = OracleService()
-    points: list[tuple[str, int, int, Point]] = []
+    points: list[tuple[str, int, int, Judge]] = []
     try:
         for impl in impls:
             for seed in seeds:
                 try:
                     row = sweep(args.folder.resolve(), spec, impl, args.size, args.precision,
-                                seed, args.steps, args.every, oracle)
+                                seed, args.steps, args.every, oracle, args.check, tols)
                 except Unavailable as exc:
                     print(f"{impl}: skipped, {exc}")
                     break
-                points += [(impl, seed, step, point) for step, point in row]
-                print(f"{impl} seed {seed:3d}: " + " ".join(f"{over(point, tol)[1]:.2g}"
-                                                           for _, point in row), flush=True)
+                points += [(impl, seed, step, judge) for step, judge in row]
+                print(f"{impl} seed {seed:3d}: " + " ".join(f"{worst(judge['spec'])[1]:.2g}"
+                                                           for _, judge in row), flush=True)
     finally:
         oracle.close()
     if not points:
         raise SystemExit("nothing was evaluated: no implementation could run here")
-    failing = summary(points, tol, "the spec's tolerance")
-    if candidate is not None:
-        failing = summary(points, candidate, "the candidate")
+    failing = summary(points, "spec", tols["spec"], "the spec's tolerance")
+    if "candidate" in tols:
+        failing = summary(points, "candidate", tols["candidate"], "the candidate")
     return 1 if failing else 0
 
 
