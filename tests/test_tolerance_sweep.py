@@ -79,6 +79,7 @@ def test_parameters_a_step_behind_fail_the_count_from_the_start(
     (["--tolerance", "1e-3"], r"--tolerance '1e-3': give RTOL,ATOL"),
     (["--size", "huge"], r"--size 'huge': choose from smoke, default, paper"),
     (["--every", "0"], r"--every must be 1 or more"),
+    (["--task", "adam"], r"--task 'adam': cnn's training tasks are momentum"),
 ])
 def test_bad_arguments_get_one_line(args: list[str], message: str) -> None:
     with pytest.raises(SystemExit, match=message):

@@ -76,11 +76,10 @@ def worst(point: Point) -> tuple[str, float]:
 
 def sweep(folder: Path, spec: Any, impl: str, size: str, precision: str, seed: int,
           steps: int, every: int, oracle: OracleService, check: str,
-          tols: dict[str, Tolerance]) -> list[tuple[int, Judge]]:
+          tols: dict[str, Tolerance], task: Any) -> list[tuple[int, Judge]]:
     """(step, per tolerance each judged tensor's excess) at every evaluation point of a seed."""
     framework, variant = impl.split("-", 1)
     shape = spec.sizes[size][0]
-    task = next(t for t in spec.all_tasks if t.kind == "train")
     cid = CaseId(spec, shape, task, framework, variant, "cpu", precision)
     adapter = frameworks.load(framework, frameworks.BUILTIN)
     server = CaseServer(adapter, cid.spec(str(folder.parent), size, seed))
@@ -197,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", default="0-9", help="a seed or a range, e.g. 0-29")
     parser.add_argument("--steps", type=int, default=200, help="training steps a seed")
     parser.add_argument("--every", type=int, default=20, help="steps between evaluations")
+    parser.add_argument("--task", default="", help="a training task's label, e.g. adam "
+                        "(default: the spec's first training task)")
     parser.add_argument("--check", default="gradient", choices=CHECKS,
                         help="what is judged: the gradient (the checks before and after "
                         "timing) or the trajectory (an audited timed round)")
@@ -207,8 +208,13 @@ def main(argv: list[str] | None = None) -> int:
         spec = catalogue.load_workload(args.folder.resolve())
     except catalogue.CatalogueError as exc:
         raise SystemExit(f"{args.folder}: {exc}") from None
-    if not any(t.kind == "train" for t in spec.all_tasks):
+    trained = [t for t in spec.all_tasks if t.kind == "train"]
+    if not trained:
         raise SystemExit(f"{args.folder}: the sweep needs a training task")
+    task = next((t for t in trained if t.label == args.task), None) if args.task else trained[0]
+    if task is None:
+        raise SystemExit(f"--task {args.task!r}: {spec.name}'s training tasks are "
+                         f"{', '.join(t.label for t in trained)}")
     if args.size not in spec.sizes:
         raise SystemExit(f"--size {args.size!r}: choose from {', '.join(spec.sizes)}")
     offered = [f"{f}-{v}" for f, vs in spec.implementations.items() for v in vs]
@@ -223,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.tolerance:
         tols["candidate"] = tolerance_of(args.tolerance)
     seeds = seeds_of(args.seeds)
-    print(f"{spec.name} {args.size} {args.precision}, {args.check}: tolerance rtol "
+    print(f"{spec.name}{f' {task.label}' if spec.tasks_in_ids else ''} {args.size} {args.precision}, "
+          f"{args.check}: tolerance rtol "
           f"{tols['spec'].rtol:g}, atol {tols['spec'].atol:g}; per evaluation, the largest "
           "excess (1.0: at the limit)")
     oracle = OracleService()
@@ -233,7 +240,8 @@ def main(argv: list[str] | None = None) -> int:
             for seed in seeds:
                 try:
                     row = sweep(args.folder.resolve(), spec, impl, args.size, args.precision,
-                                seed, args.steps, args.every, oracle, args.check, tols)
+                                seed, args.steps, args.every, oracle, args.check, tols,
+                                task)
                 except Unavailable as exc:
                     print(f"{impl}: skipped, {exc}")
                     break
