@@ -185,13 +185,17 @@ def assert_trajectory_close(actual: Sequence[float], expected: Sequence[float], 
 def assert_at_step(actual: np.ndarray, expected: Mapping[int, np.ndarray], *, step: int,
                    outside: str = "", where: str = "") -> None:
     """A parameter vector is the reference trajectory's ``step``, not a step before or after:
-    its distance to ``expected[step]`` is at most half that from ``expected[step]`` to the
-    nearer of its neighbours in ``expected`` (steps of the trajectory, flat float64 vectors).
+    of the steps in ``expected`` (flat float64 vectors), ``expected[step]`` is the nearest.
 
-    Half a step tells "at step N" from "at N - 1 or N + 1" however many steps an honest run's
-    rounding has drifted over, where a fixed tolerance is outgrown. The message names the step
-    of ``expected`` nearest to ``actual``, with the distances; ``outside`` says what else it
-    failed (the tolerance check the caller tried first)."""
+    An honest run's rounding drifts away from the reference, mostly across the trajectory
+    rather than along it, and under Adam by more than a step late in training (gpt in fp32 at
+    seed 5: 0.016 from the reference's step 100, whose neighbours are 0.031 away). Drift
+    across the trajectory adds the same to the distance to every step, so the nearest step is
+    still the one the run is at; parameters a step behind are nearest the step before,
+    however far they have drifted across. (Half a step's distance as the limit, the rule
+    before, failed that honest run.) The message names the step of ``expected`` nearest to
+    ``actual``, with the distances; ``outside`` says what else it failed (the tolerance check
+    the caller tried first)."""
     a = np.asarray(actual, np.float64)
     prefix = f"{where}: " if where else ""
     also = f"; outside the trajectory tolerance too: {outside}" if outside else ""
@@ -200,28 +204,18 @@ def assert_at_step(actual: np.ndarray, expected: Mapping[int, np.ndarray], *, st
                              f"{np.size(expected[step])}{also}")
     if not np.all(np.isfinite(a)):
         raise AssertionError(f"{prefix}non-finite parameters{also}")
-    gaps = {s: float(np.linalg.norm(expected[s] - expected[step]))
-            for s in (step - 1, step + 1) if s in expected}
-    if not gaps:
+    if not any(s in expected for s in (step - 1, step + 1)):
         raise ValueError(f"assert_at_step needs step {step - 1} or {step + 1} of the reference")
-    allowed = 0.5 * min(gaps.values())
     distance = {s: float(np.linalg.norm(a - v)) for s, v in expected.items()}
-    if distance[step] <= allowed:
-        return
     nearest = min(distance, key=lambda s: (distance[s], abs(s - step)))
     if nearest == step:
-        verdict = f"nearest the reference's step {step}, but not clearly (distance "
-    else:
-        side = "behind" if nearest < step else "ahead"
-        verdict = (f"nearest the reference's step {nearest}, not {step}: "
-                   f"{abs(step - nearest)} step(s) {side} (distance {distance[nearest]:.3g} to "
-                   f"step {nearest}, ")
-    neighbours = " and ".join(f"{g:.3g} from step {s}" for s, g in sorted(gaps.items()))
+        return
+    side = "behind" if nearest < step else "ahead"
     raise AssertionError(
-        f"{prefix}the parameters are {verdict}{distance[step]:.3g} to step {step}; step {step} "
-        f"is {neighbours}, and the parameters must be within half the nearer, {allowed:.3g}; "
-        f"steps {min(expected)} to {max(expected)} searched, distances over all parameters)"
-        f"{also}")
+        f"{prefix}the parameters are nearest the reference's step {nearest}, not {step}: "
+        f"{abs(step - nearest)} step(s) {side} (distance {distance[nearest]:.3g} to step "
+        f"{nearest}, {distance[step]:.3g} to step {step}; steps {min(expected)} to "
+        f"{max(expected)} searched, distances over all parameters){also}")
 
 
 def assert_no_retrace(actual: int, expected: int, *, where: str = "") -> None:

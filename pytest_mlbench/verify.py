@@ -357,10 +357,11 @@ def audit_step_count(ctx: Context, after: Mapping[str, Any], *, where: str) -> N
     the start, the missing steps show. A fixed tolerance cannot tell them, though: an honest
     run's rounding drift from the float64 reference grows with the steps, past any tolerance
     that still sees a step's difference. So the parameters pass within the trajectory
-    tolerance of the reference's step N, or else when they are clearly nearer step N than
-    either neighbour (assert_at_step). Up to ABSOLUTE_STEPS steps (every audited round of a
-    --benchmark-disable session, the early rounds of a timed one), from the Reference's
-    cached trajectory."""
+    tolerance of the reference's step N, or else when they are nearer step N than either
+    neighbour (assert_at_step: drift across the trajectory, which under Adam outgrows half a
+    step, moves the distance to every step alike). Up to ABSOLUTE_STEPS steps (every audited
+    round of a --benchmark-disable session, the early rounds of a timed one), from the
+    Reference's cached trajectory."""
     steps = after.get("steps")
     if steps is None or steps > ABSOLUTE_STEPS:
         return

@@ -101,7 +101,7 @@ def drifted(ctx: Context, fraction: float) -> tuple[dict[str, np.ndarray], float
     return unflatten(moved, states[STEP][0]), gap
 
 
-# -- the half-step rule on synthetic trajectories --------------------------------------------
+# -- the nearest-step rule on synthetic trajectories -----------------------------------------
 
 def synthetic(steps: int = 48, size: int = 40) -> dict[int, np.ndarray]:
     """A nearly straight trajectory (a step is 1/32 of the way at step 32, as in training far
@@ -111,7 +111,16 @@ def synthetic(steps: int = 48, size: int = 40) -> dict[int, np.ndarray]:
     return {k: start + k * v + 0.002 * k * k * bend for k in range(steps + 1)}
 
 
-def test_honest_drift_within_half_a_step_passes_where_the_fixed_tolerance_fails() -> None:
+def across(r: dict[int, np.ndarray], step: int) -> np.ndarray:
+    """A unit vector across the trajectory at ``step`` (orthogonal to its direction there)."""
+    along = r[step + 1] - r[step - 1]
+    sideways = np.zeros_like(r[step])
+    sideways[0] = 1.0
+    sideways -= sideways @ along * along / np.linalg.norm(along) ** 2
+    return sideways / np.linalg.norm(sideways)
+
+
+def test_honest_drift_passes_where_the_fixed_tolerance_fails() -> None:
     r = synthetic()
     gap = float(np.linalg.norm(r[STEP] - r[STEP - 1]))
     rng = np.random.default_rng(0)
@@ -121,6 +130,22 @@ def test_honest_drift_within_half_a_step_passes_where_the_fixed_tolerance_fails(
         assert_close(honest - r[0], r[STEP] - r[0], rtol=1e-3, atol=1e-4)
     assert_at_step(honest, r, step=STEP)
     assert_at_step(r[STEP], {s: r[s] for s in (STEP - 1, STEP, STEP + 1)}, step=STEP)
+
+
+@pytest.mark.parametrize("drift", [0.7, 1.5, 3.0])
+def test_drift_across_the_trajectory_passes_at_the_step_and_fails_a_step_behind(
+        drift: float) -> None:
+    """Adam's fp32 drift outgrows half a step late in training (gpt at seed 5: 0.016 from step
+    100, whose neighbours are 0.031 away), mostly across the trajectory: at the right step it
+    passes however far across; a step behind, as far across, is still nearest the step before."""
+    r = synthetic()
+    gap = float(np.linalg.norm(r[STEP + 1] - r[STEP]))
+    window = {s: r[s] for s in range(STEP - 8, STEP + 9)}
+    assert_at_step(r[STEP] + drift * gap * across(r, STEP), window, step=STEP)
+    behind = r[STEP - 1] + drift * gap * across(r, STEP - 1)
+    with pytest.raises(AssertionError, match=r"nearest the reference's step 31, not 32: 1 "
+                                             r"step\(s\) behind"):
+        assert_at_step(behind, window, step=STEP)
 
 
 @pytest.mark.parametrize(("at", "verdict"), [
@@ -133,25 +158,20 @@ def test_a_step_behind_or_ahead_fails_naming_the_nearest_step(at: int, verdict: 
     window = {s: r[s] for s in range(STEP - 8, STEP + 9)}
     with pytest.raises(AssertionError, match=rf"^x: the parameters are {verdict} \(distance "
                                              rf"[\d.e+-]+ to step {at}, [\d.e+-]+ to step 32; "
-                                             r"step 32 is [\d.e+-]+ from step 31 and [\d.e+-]+ "
-                                             r"from step 33, and the parameters must be within "
-                                             r"half the nearer, [\d.e+-]+; steps 24 to 40 "
+                                             r"steps 24 to 40 "
                                              r"searched.*; outside the trajectory tolerance "
                                              r"too: w: differs"):
         assert_at_step(r[at] + 1e-9, window, step=STEP, outside="w: differs", where="x")
 
 
-def test_parameters_off_the_trajectory_fail_as_not_clearly_at_the_step() -> None:
+def test_parameters_along_the_trajectory_past_half_a_step_fail_and_non_finite_fail() -> None:
+    """Drift along the trajectory is what a miscount looks like: past half a step towards
+    the next step, the parameters are nearest it."""
     r = synthetic()
-    gap = float(np.linalg.norm(r[STEP + 1] - r[STEP]))
-    sideways = np.zeros_like(r[STEP])
-    sideways[0] = 1.0
-    sideways -= sideways @ (r[STEP + 1] - r[STEP - 1]) * (r[STEP + 1] - r[STEP - 1]) \
-        / np.linalg.norm(r[STEP + 1] - r[STEP - 1]) ** 2  # across the trajectory, not along
-    off = r[STEP] + 0.7 * gap * sideways / np.linalg.norm(sideways)
-    with pytest.raises(AssertionError, match=r"the parameters are nearest the reference's step "
-                                             r"32, but not clearly \(distance [\d.e-]+ to step"):
-        assert_at_step(off, r, step=STEP)
+    ahead = r[STEP] + 0.6 * (r[STEP + 1] - r[STEP])
+    with pytest.raises(AssertionError, match=r"nearest the reference's step 33, not 32"):
+        assert_at_step(ahead, r, step=STEP)
+    assert_at_step(r[STEP] + 0.4 * (r[STEP + 1] - r[STEP]), r, step=STEP)
     with pytest.raises(AssertionError, match="non-finite parameters"):
         assert_at_step(np.full_like(r[STEP], np.nan), r, step=STEP)
 
