@@ -188,8 +188,10 @@ def assert_at_step(actual: np.ndarray, expected: Mapping[int, np.ndarray], *, st
     of the steps in ``expected`` (flat float64 vectors), ``expected[step]`` is the nearest.
 
     An honest run's rounding drifts away from the reference, mostly across the trajectory
-    rather than along it, and under Adam by more than a step late in training (gpt in fp32 at
-    seed 5: 0.016 from the reference's step 100, whose neighbours are 0.031 away). Drift
+    rather than along it, and by more than half a step late in training, where steps shrink
+    (gpt's Adam in fp32 at seed 5: 0.016 from the reference's step 100, whose neighbours are
+    0.031 away; vit's SGD at seed 1, near convergence: 0.0195 from step 80, neighbours 0.0094
+    away, and still nearest step 80: 0.0214 to 79, 0.0220 to 81). Drift
     across the trajectory adds the same to the distance to every step, so the nearest step is
     still the one the run is at; parameters a step behind are nearest the step before,
     however far they have drifted across. (Half a step's distance as the limit, the rule
