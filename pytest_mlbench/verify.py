@@ -299,8 +299,23 @@ def assert_state_like(ctx: Context, found: Arrays, expected: Arrays, steps: int,
                                      f"{float(expected[key]):g}")
             continue
         assert_close(found[key], expected[key], rtol=tol.rtol, atol=tol.atol,
-                     rounding=steps * ctx.eps() * float(np.linalg.norm(expected[key])),
+                     rounding=_slot_rounding(ctx, expected[key], steps),
                      where=f"{where}, {opt.name} state {key}")
+
+
+def state_excess(ctx: Context, found: Arrays, expected: Arrays, steps: int,
+                 tol: Tolerance | None = None) -> dict[str, float]:
+    """What assert_state_like measures of each slot (the step count aside), as a fraction of
+    what ``tol`` (the trajectory tolerance unless given) allows (tools/tolerance_sweep.py)."""
+    tol = tol or ctx.tol.trajectory
+    return {key: excess(found[key], value, rtol=tol.rtol, atol=tol.atol,
+                        rounding=_slot_rounding(ctx, value, steps))
+            for key, value in sorted(expected.items()) if key != "count"}
+
+
+def _slot_rounding(ctx: Context, expected: Any, steps: int) -> float:
+    """What storage at the dtype rounds of an optimizer slot over ``steps`` steps."""
+    return steps * ctx.eps() * float(np.linalg.norm(expected))
 
 
 def check_output(ctx: Context, found: Any, index: int, what: str, where: str = "") -> None:

@@ -35,6 +35,7 @@ Nothing here is timed; frameworks share this process, the float64 oracle has its
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import sys
 from pathlib import Path
@@ -144,20 +145,16 @@ def judge_trajectory(ctx: verify.Context, runner: Any, step: int, calls: int,
         found = verify.displacement_excess(ctx, before["params"], after["params"], ref_params,
                                            calls, tol)
         judged[label].update({f"round: {k}": v for k, v in found.items()})
-        for key, value in ref_state.items():
-            if key != "count":
-                judged[label][f"round: state {key}"] = excess(
-                    after["state"][key], value, rtol=tol.rtol, atol=tol.atol,
-                    rounding=calls * ctx.eps() * float(np.linalg.norm(value)))
+        judged[label].update({f"round: state {k}": v for k, v in verify.state_excess(
+            ctx, after["state"], ref_state, calls, tol).items()})
     return judged
 
 
 def accepted_nearest(ctx: verify.Context, params: Any, step: int, tol: Tolerance) -> bool:
     """Whether the audit's count from the start passes these parameters at ``step`` with
     ``tol`` as the trajectory tolerance (its nearest-step fallback included)."""
-    probe = verify.Context(ctx.cid, ctx.reference, ctx.policy,
-                           type(ctx.tol)(ctx.tol.grad, tol), ctx.inputs, ctx.params, ctx.where)
-    probe.unresolved = ctx.unresolved
+    probe = dataclasses.replace(ctx, tol=dataclasses.replace(ctx.tol, trajectory=tol))
+    probe.unresolved = ctx.unresolved  # not an init field: the same elements, found once
     try:
         verify.audit_step_count(probe, {"params": params, "steps": step}, where="")
     except AssertionError:
