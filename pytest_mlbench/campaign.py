@@ -479,6 +479,7 @@ class Campaign:
                 steps = len(run.faults) * run.calls
                 state.faults.append(sum(run.faults) / steps if steps else 0.0)
             state.checks.setdefault("audited_rounds", []).append(facts["audited_rounds"])
+            state.checks.setdefault("uncounted_rounds", []).append(facts["uncounted_rounds"])
             state.checks["compiles"] = facts["compiles"]
             state.checks["census"] = facts["census"]
         except BaseException as exc:  # noqa: BLE001

@@ -156,17 +156,20 @@ class CaseRun:
 
     def finish(self) -> dict[str, Any]:
         """Audits, then the checks of what timing left behind; the facts for the record."""
+        uncounted = []  # rounds whose count from the start could not be read (verify.py)
         for r in sorted(self.audits):
             if r <= self.rounds_done:
                 before = self.kept.get(r - 1)
-                verify.audit(self.ctx, r, self.calls, before, self.kept[r],
-                             self._keep_call(r))
+                if verify.audit(self.ctx, r, self.calls, before, self.kept[r],
+                                self._keep_call(r)):
+                    uncounted.append(r)
         memory = self._call("peak_memory") if self.full else None
         done = self._call("finish", self.full)
         verify.check_finish(self.ctx, done)
         self.compile_s = done["compile_s"]
         return {"compiles": done["compiles"], "census": done["census"],
                 "audited_rounds": sorted(r for r in self.audits if r <= self.rounds_done),
+                "uncounted_rounds": uncounted,
                 "peak_memory": memory}
 
     def close(self) -> None:

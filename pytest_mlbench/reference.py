@@ -15,6 +15,7 @@ cores while a worker is being timed.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping
@@ -34,6 +35,11 @@ BACKENDS = ("jax", "torch")
 FD = {"rtol": 1e-5, "atol": 1e-9}  # finite differences of float64 functions
 CROSS = {"rtol": 1e-9, "atol": 1e-12}  # two float64 autodiff systems on the same function
 CACHE_ENTRIES = 64  # values kept by a Reference (losses, gradients, outputs), oldest out
+# a companion's dither, in units in the last place of the dtype: several roundings of an
+# element's arithmetic (vit at seed 7, where a loss spike parts fp32 runs from float64 near
+# step 35: at 4 all three salts tried part by more than a step's length from step 35 on, at 1
+# one of them not until step 60)
+DITHER = 4
 
 class BlasLimit:
     """BLAS limited to one thread while any thread is inside (``with one_blas_thread():``).
@@ -249,6 +255,32 @@ class Reference:
                                                         dtype, one_blas_thread)
             return self._trajectories[key]
 
+    def companion(self, optimizer: Optimizer, params: Arrays, inputs: Arrays, dtype: Any,
+                  salt: int = 0) -> Trajectory:
+        """Another honest run of ``trajectory``'s steps: each step the same float64 update,
+        stored at ``dtype`` after a dither of up to DITHER units in the last place (what an
+        implementation's arithmetic at ``dtype`` adds on top of storage's rounding), where
+        ``trajectory`` rounds to nearest; ``salt`` picks the dither. Where training amplifies
+        rounding (a loss spike, chaotic dynamics) such runs part from the reference by more
+        than a step, and a count of steps from the start cannot be read from parameters there
+        (verify.count_unreadable). Kept like ``trajectory``."""
+        key = ("companion", salt, optimizer, np.dtype(dtype).name,
+               data.digest(params, inputs))
+        with self._lock:
+            if key not in self._trajectories:
+                step = functools.partial(self._dithered_step, salt=salt)
+                self._trajectories[key] = Trajectory(step, optimizer, params, inputs, dtype,
+                                                        one_blas_thread)
+            return self._trajectories[key]
+
+    def _dithered_step(self, optimizer: Optimizer, params: Arrays, state: Arrays,
+                       inputs: Arrays, dtype: Any, *, cached: bool = True, salt: int = 0
+                       ) -> tuple[float, Arrays, Arrays]:
+        loss, new, st = self.step(optimizer, params, state, inputs, np.float64, cached=cached)
+        st = {k: (v if k == "count" else _dithered({k: v}, dtype, salt)[k])
+              for k, v in st.items()}
+        return loss, _dithered(new, dtype, salt), st
+
     def expected(self, task: Task, params: Arrays, inputs: Arrays, probe: Arrays) -> Any:
         """What an inference or transform call must return for ``probe``."""
         p, d, q = data.widen(params), data.widen(inputs), data.widen(probe)
@@ -420,6 +452,31 @@ def _assert_same(a: Any, b: Any, *, where: str) -> None:
             assert_close(b[k], a[k], where=f"{where} ({k})", **CROSS)
     else:
         assert_close(b, a, where=where, **CROSS)
+
+
+def _dithered(tree: Mapping[str, np.ndarray], dtype: Any, salt: int) -> Arrays:
+    """Each float64 element scaled by 1 + DITHER u eps(dtype), u in [-1, 1) a hash of its own
+    bits and ``salt`` (the same state always dithers alike, so a replayed step is the step
+    kept), then rounded to ``dtype``."""
+    eps = DITHER * _eps(dtype)
+    out = {}
+    for k, v in tree.items():
+        a = np.ascontiguousarray(v, np.float64)
+        h = (a.view(np.uint64) ^ np.uint64(salt * 0x632BE59BD9B4E019 % 2**64)) \
+            * np.uint64(0x9E3779B97F4A7C15)
+        h ^= h >> np.uint64(29)
+        u = (h >> np.uint64(11)).astype(np.float64) * 2.0 ** -52 - 1.0
+        out[k] = (a * (1.0 + eps * u)).astype(dtype).astype(np.float64)
+    return out
+
+
+def _eps(dtype: Any) -> float:
+    try:
+        return float(np.finfo(dtype).eps)
+    except ValueError:  # bfloat16: numpy's finfo does not know ml_dtypes' types
+        import ml_dtypes
+
+        return float(ml_dtypes.finfo(dtype).eps)
 
 
 def _round(tree: Mapping[str, np.ndarray], dtype: Any) -> Arrays:

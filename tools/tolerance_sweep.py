@@ -14,7 +14,8 @@ every ``--every`` steps judges it against the float64 reference as the suite's c
 - ``--check trajectory``: what an audited timed round is judged on. Its parameters'
   displacement from the seeded start against the reference's step (up to the audit's
   ABSOLUTE_STEPS; where that fails, the audit's fallback, nearer this step than either
-  neighbour, decides), and a round of the shape's steps a call from there: the displacement
+  neighbour, decides, unless no count can be read there: verify.count_unreadable), and a
+  round of the shape's steps a call from there: the displacement
   and the optimizer state against the reference's steps from the implementation's own
   state. Tolerance: the spec's ``trajectory``.
 
@@ -68,6 +69,7 @@ Point = dict[str, float]  # what was judged (a tensor, "round: <tensor>") -> its
 Judge = dict[str, Point]  # per tolerance label: the point's excesses
 CHECKS = ("gradient", "trajectory")
 NEAREST = "nearest step"  # over the tolerance from the start, passed by the nearest-step rule
+UNREAD = "not counted"  # over the tolerance from the start where no count can be read
 
 
 def worst(point: Point) -> tuple[str, float]:
@@ -132,9 +134,11 @@ def judge_trajectory(ctx: verify.Context, runner: Any, step: int, calls: int,
         for label, tol in tols.items():
             found = verify.displacement_excess(ctx, ctx.params, before["params"], expected,
                                                step, tol)
-            if max(found.values()) > 1 and accepted_nearest(ctx, before["params"], step, tol):
-                found = {k: min(v, 1.0) for k, v in found.items()}
-                found[NEAREST] = 1.0
+            if max(found.values()) > 1:
+                verdict = count_verdict(ctx, before["params"], step, tol)
+                if verdict:
+                    found = {k: min(v, 1.0) for k, v in found.items()}
+                    found[verdict] = 1.0
             judged[label].update({f"start: {k}": v for k, v in found.items()})
     for _ in range(calls):
         runner.call(None)
@@ -150,16 +154,17 @@ def judge_trajectory(ctx: verify.Context, runner: Any, step: int, calls: int,
     return judged
 
 
-def accepted_nearest(ctx: verify.Context, params: Any, step: int, tol: Tolerance) -> bool:
-    """Whether the audit's count from the start passes these parameters at ``step`` with
-    ``tol`` as the trajectory tolerance (its nearest-step fallback included)."""
+def count_verdict(ctx: verify.Context, params: Any, step: int, tol: Tolerance) -> str:
+    """How the audit's count from the start passes these parameters at ``step`` with ``tol``
+    as the trajectory tolerance: NEAREST, UNREAD (no count can be read there), or "" (it
+    fails them)."""
     probe = dataclasses.replace(ctx, tol=dataclasses.replace(ctx.tol, trajectory=tol))
     probe.unresolved = ctx.unresolved  # not an init field: the same elements, found once
     try:
-        verify.audit_step_count(probe, {"params": params, "steps": step}, where="")
+        why = verify.audit_step_count(probe, {"params": params, "steps": step}, where="")
     except AssertionError:
-        return False
-    return True
+        return ""
+    return UNREAD if why else NEAREST
 
 
 def summary(points: list[tuple[str, int, int, Judge]], label: str, tol: Tolerance,
@@ -176,6 +181,13 @@ def summary(points: list[tuple[str, int, int, Judge]], label: str, tol: Toleranc
     if nearest:
         print(f"  {nearest} over the tolerance from the start passed as nearest the right step "
               "(the audit's count; reported at 1.0)")
+    unread = sorted((impl, seed, step) for impl, seed, step, judge in points
+                    if f"start: {UNREAD}" in judge[label])
+    if unread:
+        print(f"  {len(unread)} over the tolerance from the start where no count can be read "
+              "(an honest run rounded differently is no nearer; reported at 1.0): "
+              + ", ".join(f"{i} seed {s} step {n}" for i, s, n in unread[:6])
+              + (", ..." if len(unread) > 6 else ""))
     for impl, seed, step, key, r in failing[:10]:
         print(f"  {impl} seed {seed} step {step}: {key} at {r:.3g} x the tolerance")
     return len(failing)
