@@ -37,8 +37,8 @@ CROSS = {"rtol": 1e-9, "atol": 1e-12}  # two float64 autodiff systems on the sam
 CACHE_ENTRIES = 64  # values kept by a Reference (losses, gradients, outputs), oldest out
 # a companion's dither, in units in the last place of the dtype: several roundings of an
 # element's arithmetic (vit at seed 7, where a loss spike parts fp32 runs from float64 near
-# step 35: at 4 all three salts tried part by more than a step's length from step 35 on, at 1
-# one of them not until step 60)
+# step 35: at 4 all three salts tried were more than a step's length away or nearer another
+# step at steps 35 and 40, at 1 one of them not until step 50)
 DITHER = 4
 
 class BlasLimit:

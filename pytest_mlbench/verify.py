@@ -385,10 +385,11 @@ def audit_step_count(ctx: Context, after: Mapping[str, Any], *, where: str) -> s
     step, moves the distance to every step alike).
 
     Where training amplifies rounding (vit at seed 7: a loss spike near step 35, after which
-    every fp32 implementation sits 0.18-0.36 from the reference, 2 to 18 steps' length, and
-    nearest some other step), no count can be read from the parameters at all. Before failing,
-    the audit asks whether a second honest run of the reference's steps, differing only in
-    its rounding (Reference.companion), can be counted there (count_unreadable); if it cannot,
+    torch-eager sits 0.18-0.36 from the reference, 1 to 45 steps' length, nearest step N - 1
+    at steps 40 to 70, and a run a step behind nearest step N at 40 and 50), no count can be
+    read from the parameters at all. Before failing, the audit asks whether honest runs of
+    the reference's steps, differing only in their rounding (Reference.companion), can be
+    counted there (count_unreadable); if one cannot,
     the count is not judged and the reason is returned (the record keeps the round). The
     round-relative check still judged the round's work, and an implementation behind from the
     start is caught at the rounds where the count can be read. Up to ABSOLUTE_STEPS steps
