@@ -389,12 +389,12 @@ def audit_step_count(ctx: Context, after: Mapping[str, Any], *, where: str) -> s
     at steps 40 to 70, and a run a step behind nearest step N at 40 and 50), no count can be
     read from the parameters at all. Before failing, the audit asks whether honest runs of
     the reference's steps, differing only in their rounding (Reference.companion), can be
-    counted there (count_unreadable); if one cannot,
-    the count is not judged and the reason is returned (the record keeps the round). The
-    round-relative check still judged the round's work, and an implementation behind from the
-    start is caught at the rounds where the count can be read. Up to ABSOLUTE_STEPS steps
-    (every audited round of a --benchmark-disable session, the early rounds of a timed one),
-    from the Reference's cached trajectories."""
+    counted there (count_unreadable); if one cannot, the count is not judged and the reason
+    is returned (the record keeps the round). The round-relative check still judged the
+    round's work, and an implementation behind from the start is caught at the rounds where
+    the count can be read. Up to ABSOLUTE_STEPS steps (every audited round of a
+    --benchmark-disable session, the early rounds of a timed one), from the Reference's
+    cached trajectories."""
     steps = after.get("steps")
     if steps is None or steps > ABSOLUTE_STEPS:
         return None
