@@ -288,3 +288,5 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             terminalreporter.write_line(line)
         if probe := hostspeed.line(state.host_probe() if state else {}):
             terminalreporter.write_line(probe)
+        if uncounted := report.uncounted_line(records):
+            terminalreporter.write_line(uncounted)

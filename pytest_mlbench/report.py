@@ -45,6 +45,21 @@ def normalised_table(records: Iterable[Record], reference: str | None = None) ->
     return lines
 
 
+def uncounted_line(records: Iterable[Record]) -> str | None:
+    """Which cases had audited rounds whose step count from the seeded start could not be
+    judged (verify.count_unreadable), or None; their rounds were judged from where they
+    started all the same."""
+    found = {r.name: sum(len(p) for p in r.checks.get("uncounted_rounds") or ())
+             for r in records}
+    found = {name: n for name, n in found.items() if n}
+    if not found:
+        return None
+    cases = ", ".join(f"{name} ({n})" for name, n in found.items())
+    return (f"audited rounds not counted from the seeded start (training there moves honest "
+            f"runs rounded differently off the step; each round's own steps were checked): "
+            f"{cases}")
+
+
 def process_table(records: Iterable[Record],
                   probe: Mapping[str, Sequence[float]] | None = None) -> list[str]:
     """Each implementation's median step time (ms) in each of its processes, in the order the

@@ -168,6 +168,16 @@ def test_page_faults_while_timed_are_shown_only_when_there_are_some() -> None:
     assert line.endswith("page faults 3-16059 a step")
 
 
+def test_rounds_not_counted_from_the_start_are_named_only_when_there_are_some() -> None:
+    counted = replace(record("jax-jit"), checks={"uncounted_rounds": [[], []]})
+    spiked = replace(record("torch-jit"), checks={"uncounted_rounds": [[34], [31, 40]]})
+    assert report.uncounted_line([counted, record("numpy-eager")]) is None
+    line = report.uncounted_line([counted, spiked])
+    assert line is not None
+    assert line.startswith("audited rounds not counted from the seeded start")
+    assert line.endswith(": mlp-torch-jit-cpu-fp32 (3)")
+
+
 def test_records_without_a_measure_are_left_out_and_long_names_align() -> None:
     long = record("jax-" + "very-long-variant-name" * 3, 3e-3)
     lines = report.normalised_table([record(), record("numpy-eager", None), long])
