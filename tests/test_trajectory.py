@@ -227,7 +227,7 @@ def test_the_audit_counts_up_to_absolute_steps_only() -> None:
         audit_step_count(ctx, reported(ctx.params, steps=128), where=WHERE)
 
 
-# -- where rounding alone moves an honest run a step: no count can be read ------------------
+# -- where rounding alone moves an honest run half a step: no count can be read -------------
 
 CHAOS_SHAPE = Shape({"n": 1, "d": 8})
 CHAOS_LR = 1.8  # gradient descent on (w^2 - 1)^2 / 4 per element: w <- w - lr w (w^2 - 1), chaotic

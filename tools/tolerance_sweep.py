@@ -15,9 +15,9 @@ every ``--every`` steps judges it against the float64 reference as the suite's c
   displacement from the seeded start against the reference's step (up to the audit's
   ABSOLUTE_STEPS; where that fails, the audit's fallback, nearer this step than either
   neighbour, decides, unless no count can be read there: verify.count_unreadable), and a
-  round of the shape's steps a call from there: the displacement
-  and the optimizer state against the reference's steps from the implementation's own
-  state. Tolerance: the spec's ``trajectory``.
+  round of the shape's steps a call from there: the displacement and the optimizer state
+  against the reference's steps from the implementation's own state. Tolerance: the spec's
+  ``trajectory``.
 
 It prints, per seed, the largest excess of each evaluation (1.0 = the limit), then how many
 evaluations fail, the quantiles, and the worst. The exit status is 1 when an evaluation fails
