@@ -9,7 +9,8 @@ RUN is a pytest-benchmark JSON file, a baseline name of this machine, or <machin
 under --baselines (add .partial to name a partial run). ``--plots DIR`` also writes PNG and SVG
 charts (needs matplotlib: pip install 'pytest-mlbench[report]'; without it tables still print).
 Exit status: 0; 1 when --compare finds a slowdown that fails the gate or judges nothing; 2 for
-a usage error or a file that cannot be read or trusted."""
+a usage error, a file that cannot be read or trusted, or a run with no pytest-mlbench case to
+report."""
 
 from __future__ import annotations
 
@@ -161,6 +162,12 @@ def run(args: argparse.Namespace, plots: ModuleType | None) -> tuple[Lines, int]
     loaded = [load(ref, args.baselines) for ref in args.runs]
     if args.compare:
         return two_runs(limits, args, loaded[0], loaded[1], plots)
+    for r in loaded:
+        if not r.cases:
+            raise BaselineError(f"{r.where}: no pytest-mlbench case in this run ({len(r.entries)} "
+                                "pytest-benchmark entries, none with extra_info['mlbench']): "
+                                "nothing to report; give a run saved from a session of "
+                                "pytest-mlbench cases")
     if args.machines:
         return machines(args, [(_label(r, loaded), r) for r in loaded], plots), 0
     return [line for r in loaded for line in one_run(args, r, plots)], 0

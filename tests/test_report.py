@@ -157,6 +157,22 @@ def test_report_processes_prints_them_and_refuses_the_other_modes(
         "--machines")
 
 
+@pytest.mark.parametrize("mode", [[], ["--processes"], ["--machines"]])
+def test_a_run_without_mlbench_cases_is_refused_rather_than_reported_empty(
+        tmp_path: Path, files: dict[str, Path], mode: list[str],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A plain pytest-benchmark run (or an empty one) printed a file name and "control
+    matmul: absent", exit 0: a report of nothing that looked like one."""
+    plain = write(tmp_path / "plain.json", run_json(bench(None, "tests/test_x.py::test_sum")))
+    others = [str(files["a"])] if mode == ["--machines"] else []
+    assert cli.main(["report", *mode, *others, str(plain)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"pytest-mlbench: error: {plain}: no pytest-mlbench case in this run (1 pytest-benchmark "
+        "entries, none with extra_info['mlbench']): nothing to report; give a run saved from a "
+        "session of pytest-mlbench cases")
+    assert cli.main(["report", *mode, *others, str(files["b"])]) == 0
+
+
 def test_page_faults_while_timed_are_shown_only_when_there_are_some() -> None:
     passes = tuple((1e-3,) * 10 for _ in range(3))
     quiet = Record(identity(), "x", measure(1e-3).__class__(1, passes, faults_per_step=(0, 2, 1)))
