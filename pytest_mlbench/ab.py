@@ -28,9 +28,9 @@ from typing import Any
 import pytest
 
 from pytest_mlbench import regression, stats
-from pytest_mlbench.campaign import Outcome
 from pytest_mlbench.engine.workers import Side
 from pytest_mlbench.options import GateSettings, OptionError, parse_percent
+from pytest_mlbench.results import Outcome
 
 BASE = "base"
 

@@ -27,20 +27,18 @@ built, checked, run once (audited) and checked again, one job per core at once.
 
 from __future__ import annotations
 
-import math
 import shutil
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
-from typing import Any
 
-from pytest_mlbench import data, verify
+from pytest_mlbench import data, schedule, verify
 from pytest_mlbench.case import CaseId
 from pytest_mlbench.catalogue import Catalogue
-from pytest_mlbench.checks import assert_plausible, tolerances
+from pytest_mlbench.checks import tolerances
 from pytest_mlbench.engine import threads as threading_
 from pytest_mlbench.engine.launcher import Launch, WorkerError
 from pytest_mlbench.engine.workers import (
@@ -49,25 +47,18 @@ from pytest_mlbench.engine.workers import (
     CaseSkipped,
     FrameworkPool,
     PoolKey,
+    Pools,
     Side,
 )
 from pytest_mlbench.errors import Unavailable, Unsupported
 from pytest_mlbench.hostspeed import HostProbe
+from pytest_mlbench.oracle import OracleService
 from pytest_mlbench.pipeline import TURN_WARMUP, CaseRun
 from pytest_mlbench.precision import POLICIES
-from pytest_mlbench.record import Identity, Measure, Record
-from pytest_mlbench.reference import OracleService, Reference, one_blas_thread
+from pytest_mlbench.progress import Progress
+from pytest_mlbench.reference import Reference, one_blas_thread
+from pytest_mlbench.results import CaseState, Outcome, key_of, outcome_of
 from pytest_mlbench.untimed import Job, UntimedJobs
-
-# interleaving cycles per pass: each case takes a turn in every cycle (up to its rounds / 2,
-# its rounds shared out evenly, so that a turn records at least two rounds after its dropped
-# one); even, so that the two sides of an A/B pair go first equally often (ABAB..., then
-# BABA...). Six spread a pass's rounds over its timed phase; every turn costs a dropped round
-# and a move of the threads.
-CYCLES = 6
-MIN_ROUNDS_PER_PROCESS = 3
-LONG_S = 10.0  # a case whose timing is expected to take longer says so as it starts
-PLAUSIBLE_MARGIN = 0.25  # GFLOP/s above the session's measured peak by more than this fails
 
 
 @dataclass(frozen=True)
@@ -93,49 +84,13 @@ class Lane:
     cases: tuple[CaseId, ...]
 
 
-@dataclass
-class Outcome:
-    status: str  # passed, failed, skipped, error
-    message: str = ""
-    record: Record | None = None
-    rounds: list[float] = field(default_factory=list)  # every timed round, for pytest-benchmark
-
-
-@dataclass
-class CaseState:
-    """What a case has collected over the passes."""
-
-    cid: CaseId
-    lane: Lane
-    passes: list[list[float]] = field(default_factory=list)
-    cycles: list[list[int]] = field(default_factory=list)
-    compile_s: float | None = None
-    first_call_s: float | None = None
-    checks: dict[str, Any] = field(default_factory=dict)
-    environment: dict[str, Any] = field(default_factory=dict)
-    faults: list[float] = field(default_factory=list)  # page faults per timed step, per pass
-    digest: str = ""
-    outcome: Outcome | None = None  # set when it failed or skipped
-
-    @property
-    def alive(self) -> bool:
-        return self.outcome is None
-
-    @property
-    def key(self) -> str:
-        return key_of(self.lane.side, self.cid)
-
-
-def key_of(side: Side, cid: CaseId) -> str:
-    return f"{side.name}|{cid.name}" if side.name else cid.name
-
-
 class Campaign:
     def __init__(self, lanes: Sequence[Lane], plan: Plan, registry: Mapping[str, str],
                  oracle: OracleService, progress: Callable[[str], None] = lambda line: None,
                  launch: Launch | None = None) -> None:
-        self.plan, self.registry, self.oracle, self.progress = plan, registry, oracle, progress
-        self.launch = launch  # what every worker starts from (default: this process, then)
+        self.plan, self.oracle = plan, oracle
+        # what every worker starts from: ``launch`` (default: this process, then)
+        self.pools = Pools(registry, plan.threads, plan.affinity, launch)
         self.states: dict[str, CaseState] = {}
         for lane in lanes:
             for cid in lane.cases:
@@ -143,12 +98,11 @@ class Campaign:
         self.references: dict[tuple[str, str, str], Reference] = {}
         self.contexts: dict[str, verify.Context] = {}
         self.peaks: dict[str, float] = {}
-        self.pools: dict[PoolKey, FrameworkPool] = {}
         self.peaked: set[tuple[int, PoolKey, str]] = set()
         self.host = HostProbe()  # the host's speed before each timed pass (hostspeed.py)
-        self.caches = ""
         self.pass_no = 0  # the pass under way (0: the first, the one that reports compile time)
-        self.first_pass_s: float | None = None  # how long the first pass took (_eta)
+        self.progress = Progress(progress, len(self._groups()),
+                                 plan.processes if plan.timing else 1, time.monotonic())
         self.cancelled = False
         # untimed jobs side by side, one per core of the session (they share nothing but
         # the oracle, which serialises its own calls)
@@ -158,28 +112,29 @@ class Campaign:
 
     def run(self) -> dict[str, Outcome]:
         """Every case's outcome, by ``key_of(side, case)`` (the case name on the default side)."""
-        started = time.monotonic()
-        passes = self.plan.processes if self.plan.timing else 1
-        self.caches = tempfile.mkdtemp(prefix="mlbench-caches-")
+        self.progress.started = started = time.monotonic()
+        passes = self.progress.passes
+        self.pools.caches = tempfile.mkdtemp(prefix="mlbench-caches-")
         try:
             # the parent's own NumPy (references, audits) on one BLAS thread for the whole
             # campaign: it never leaves spinning threads on a core, and threads share it
             with one_blas_thread():
                 for p in range(passes):
                     if self.plan.timing:
-                        self._pass(p, passes, started)
+                        self._pass(p)
                         if p == 0:
-                            self.first_pass_s = time.monotonic() - started
+                            self.progress.first_pass_s = time.monotonic() - started
                     else:
-                        self._check_only(started)
+                        self._check_only()
         finally:
-            self._close_pools()
+            self.pools.close()
             self.oracle.close()
             self.untimed.close()  # after the workers its threads may have started
-            shutil.rmtree(self.caches, ignore_errors=True)
-        return {key: self._outcome(state) for key, state in self.states.items()}
+            shutil.rmtree(self.pools.caches, ignore_errors=True)
+        return {key: outcome_of(state, self.plan, self.peaks)
+                for key, state in self.states.items()}
 
-    def _pass(self, p: int, passes: int, started: float) -> None:
+    def _pass(self, p: int) -> None:
         """One pass: per group an untimed phase (the previous group's finish, this group's
         prepare) and a timed phase."""
         self.pass_no = p
@@ -197,16 +152,18 @@ class Campaign:
             runs = self._untimed_phase(timed, alive, p)
             if last is not None:
                 done += 1
-                self._report(p, passes, last, len(timed), started, done)
+                self.progress.group_done(p, *last, len(timed), done)
             timed, last = runs, (group, begun)
-            self._announce(runs, p, passes)
+            for run in runs:
+                self.progress.long_case(p, run.spec["name"], run.round_s, self.rounds_for(run),
+                                        run.compile_s)
             if runs:
                 self._measure_peaks(runs, p)
                 self._interleave(runs, p)
         self._untimed_phase(timed, [], p)
         if last is not None:
-            self._report(p, passes, last, len(timed), started, done + 1)
-        self._close_pools()
+            self.progress.group_done(p, *last, len(timed), done + 1)
+        self.pools.close()
 
     def _untimed_phase(self, finish: Sequence[CaseRun], prepare: Sequence[CaseState],
                        p: int) -> list[CaseRun]:
@@ -225,7 +182,7 @@ class Campaign:
         self.untimed.run(jobs)
         return [prepared[s.key] for s in prepare if s.key in prepared]
 
-    def _check_only(self, started: float) -> None:
+    def _check_only(self) -> None:
         """Nothing is timed: each case is one untimed job (prepare, one audited turn,
         finish), one job per core at once, across groups."""
         self._start_pools()
@@ -252,56 +209,17 @@ class Campaign:
                 if left[group]:
                     return
                 done = sum(1 for n in left.values() if not n)
-            self._report(0, 1, (group, begun[group]), 0, started, done, timed=False)
+            self.progress.group_done(0, group, begun[group], 0, done, timed=False)
 
         self.untimed.run([Job(self._slots(s), partial(one, s))
                           for _, states in groups for s in states if s.alive])
-        self._close_pools()
-
-    def _report(self, p: int, passes: int, group: tuple[str, float], count: int,
-                started: float, done: int, timed: bool = True) -> None:
-        name, begun = group
-        what = f"{count} case(s) checked and timed" if timed else "checked"
-        self.progress(f"mlbench [process {p + 1}/{passes}] {name}: {what} in "
-                      f"{time.monotonic() - begun:.1f} s; {self._eta(started, done, p)}")
+        self.pools.close()
 
     def cancel(self) -> None:
         """From another thread, or on Ctrl-C: stop at the next group, and end the workers now
         so that a call in flight returns."""
         self.cancelled = True
-        for pool in list(self.pools.values()):
-            pool.close()
-
-    def _eta(self, started: float, done: int, p: int) -> str:
-        """Time spent, and what is left. The first process of a timed session also computes
-        the references, compiles cold and fills the compile caches (about three times a later
-        process's time on the main job here), so while it runs only its own rest is foretold,
-        and the later processes' rest from the later processes' pace."""
-        groups = len(self._groups())
-        passes = self.plan.processes if self.plan.timing else 1
-        total = groups * passes
-        spent = time.monotonic() - started
-        if done >= total:
-            return f"{spent:.0f} s in all"
-        if p == 0 and passes > 1:
-            more = f"{passes - 1} faster process(es) to come"
-            if done >= groups:
-                return f"{spent:.0f} s so far, the first process done; {more}"
-            left = spent / max(done, 1) * (groups - done)
-            return f"{spent:.0f} s so far, about {left:.0f} s left in the first process; {more}"
-        later = spent - (self.first_pass_s or 0.0)
-        pace = later / max(done - (groups if passes > 1 else 0), 1)
-        return f"{spent:.0f} s so far, about {pace * (total - done):.0f} s left"
-
-    def _announce(self, runs: Sequence[CaseRun], p: int, passes: int) -> None:
-        """Long cases (paper sizes) say what they will do, and about how long it takes."""
-        for run in runs:
-            expected = run.round_s * self.rounds_for(run) if self.plan.timing else run.round_s
-            if expected > LONG_S:
-                compile_s = f", compiled in {run.compile_s:.1f} s" if run.compile_s else ""
-                self.progress(f"mlbench [process {p + 1}/{passes}] {run.spec['name']}: checked"
-                              f"{compile_s}; timing {self.rounds_for(run)} round(s) of about "
-                              f"{run.round_s:.1f} s (about {expected:.0f} s)")
+        self.pools.stop()
 
     def _groups(self) -> list[tuple[str, list[CaseState]]]:
         groups: dict[str, list[CaseState]] = {}
@@ -332,17 +250,7 @@ class Campaign:
         by one job at a time per pool key (UntimedJobs)."""
         if self.cancelled:
             raise KeyboardInterrupt("the campaign was cancelled")
-        pool = self.pools.get(key)
-        if pool is None or pool.pool is None:
-            pool = self._new_pool(key, state.lane.side, self._compiled(key))
-            pool.start()
-            self.pools[key] = pool
-        return pool
-
-    def _new_pool(self, key: PoolKey, side: Side, compiler: bool) -> FrameworkPool:
-        return FrameworkPool(key, self.registry[key.framework], self.plan.threads,
-                             self.plan.affinity, self.caches, side=side, compiler=compiler,
-                             launch=self.launch)
+        return self.pools.running(key, state.lane.side, self._compiled(key))
 
     def _compiled(self, key: PoolKey) -> bool:
         """Does the pool warm its framework's compiler up at start? Only where compile times
@@ -355,51 +263,22 @@ class Campaign:
             if s.alive and key in self._slots(s))
 
     def _start_pools(self) -> None:
-        """Start the pools this pass will use at once (nothing is timed yet, and importing
-        TensorFlow or warming inductor up is seconds of CPU each: the cores share it); of a
-        framework's spare pools (a session that times nothing) none: they start when a job
-        first needs one. A pool that fails to start is left out: its cases meet the failure
-        again, and report it, when they ask for it."""
-        wanted: dict[PoolKey, CaseState] = {}
+        """Start the pools this pass will use at once (Pools.start); of a framework's spare
+        pools (a session that times nothing) none: they start when a job first needs one."""
+        wanted: dict[PoolKey, tuple[Side, bool]] = {}
         for state in self.states.values():
             cid = state.cid
-            if state.alive and not cid.workload.unsupported_reason(
+            key = self._slots(state)[0]
+            if state.alive and key not in wanted and not cid.workload.unsupported_reason(
                     cid.framework, cid.variant, cid.device, cid.precision, cid.task.label):
-                wanted.setdefault(self._slots(state)[0], state)
-        fresh = [self._new_pool(key, state.lane.side, self._compiled(key))
-                 for key, state in wanted.items()
-                 if key not in self.pools or self.pools[key].pool is None]
-        if len(fresh) < 2 or self.cancelled:
-            return
-        spawned = []
-        for pool in fresh:
-            try:
-                pool.spawn()
-                spawned.append(pool)
-            except Exception:  # noqa: BLE001 - reported when a case asks for this pool
-                pool.close(kill=True)
-        for pool in spawned:
-            try:
-                pool.started()
-            except Exception:  # noqa: BLE001 - as above
-                pool.close(kill=True)
-                continue
-            self.pools[pool.key] = pool
+                wanted[key] = (state.lane.side, self._compiled(key))
+        if not self.cancelled:
+            self.pools.start(wanted)
 
     def _activate(self, pool: FrameworkPool) -> None:
         """Only ``pool`` runs: every other worker (and the oracle) is stopped."""
-        for other in self.pools.values():
-            if other is not pool:
-                other.pause()
+        self.pools.pause_all_but(pool)
         self.oracle.pause()
-
-    def _close_pools(self) -> None:
-        """End of a pass (or of the campaign): the workers' work is done and checked, and they
-        keep nothing (compile caches are written as they compile), so they are killed rather
-        than left to tear their frameworks down on the cores."""
-        for key, pool in list(self.pools.items()):
-            pool.close(kill=True)
-            del self.pools[key]
 
     # -- one case ---------------------------------------------------------------------------------
 
@@ -537,46 +416,30 @@ class Campaign:
                 self.peaks[dtype] = max(self.peaks.get(dtype, 0.0), float(found))
 
     def rounds_for(self, run: CaseRun) -> int:
-        """Recorded rounds of one case in one process: ``--benchmark-max-time`` and
-        ``--benchmark-min-rounds`` shared out over the processes, and at least
-        MIN_ROUNDS_PER_PROCESS (a process's figure is the median of its rounds: one odd round
-        must not move it). More rounds in a process narrow nothing that matters: the spread
-        that repeats from run to run lives between processes."""
-        fixed = run.ctx.cid.shape.rounds
-        if fixed:
-            return max(1, math.ceil(fixed / self.plan.processes))
-        budget = self.plan.max_time / self.plan.processes
-        floor = max(MIN_ROUNDS_PER_PROCESS, math.ceil(self.plan.min_rounds / self.plan.processes))
-        return max(floor, math.ceil(budget / max(run.round_s, 1e-6)))
+        """Recorded rounds of one case in one process (schedule.rounds_per_process)."""
+        plan = self.plan
+        return schedule.rounds_per_process(run.ctx.cid.shape.rounds, run.round_s,
+                                           plan.processes, plan.max_time, plan.min_rounds)
 
     def _interleave(self, runs: Sequence[CaseRun], p: int) -> None:
         by_case: dict[str, list[CaseRun]] = {}
         for run in runs:
             by_case.setdefault(run.ctx.cid.name, []).append(run)
         # the sides of an A/B pair take as many rounds as each other: the slower side's count
-        rounds = {name: max(self.rounds_for(r) for r in pair) for name, pair in by_case.items()}
-        # each case's rounds shared out over its turns as evenly as can be (a 7-round case
-        # takes 2, 2 and 3, never 3, 3 and 1), one turn a cycle from the first
-        turns = {name: [n * (k + 1) // count - n * k // count for k in range(count)]
-                 for name, n in rounds.items() for count in [min(CYCLES, max(1, n // 2))]}
+        turns = {name: schedule.turns(max(self.rounds_for(r) for r in pair))
+                 for name, pair in by_case.items()}
         for run in runs:  # every turn also runs TURN_WARMUP dropped rounds, auditable too
-            name = run.ctx.cid.name
-            self._choose_audits(run, rounds[name] + len(turns[name]) * TURN_WARMUP, p)
+            counts = turns[run.ctx.cid.name]
+            run.audits = schedule.audited_rounds(self.plan.seed, run.spec["name"], p,
+                                                 sum(counts) + len(counts) * TURN_WARMUP)
         names = list(by_case)
-        for cycle in range(CYCLES):
-            order = data.generator(self.plan.seed, "cycle", str(p), str(cycle)).permutation(
-                len(names))
-            for i in order:
+        for cycle in range(schedule.CYCLES):
+            for i in schedule.cycle_order(self.plan.seed, p, cycle, len(names)):
                 pair, counts = by_case[names[i]], turns[names[i]]
                 if cycle >= len(counts):
                     continue
                 for run in (pair if cycle % 2 == 0 else pair[::-1]):  # ABAB, then BABA
                     self._turn(run, counts[cycle], cycle)
-
-    def _choose_audits(self, run: CaseRun, total: int, p: int) -> None:
-        rng = data.generator(self.plan.seed, run.spec["name"], "audit", str(p))
-        count = min(total, 1 + total // 50)
-        run.audits = {int(r) for r in rng.choice(range(1, total + 1), count, replace=False)}
 
     def _turn(self, run: CaseRun, count: int, cycle: int, discard: int = TURN_WARMUP,
               alone: bool = True) -> None:
@@ -594,45 +457,3 @@ class Campaign:
         if len(state.cycles) <= len(state.passes):
             state.cycles.append([])
         state.cycles[len(state.passes)] += [cycle] * count
-
-    # -- results ------------------------------------------------------------------------------
-
-    def _outcome(self, state: CaseState) -> Outcome:
-        if state.outcome is not None:
-            return state.outcome
-        record = self._record(state)
-        if record.measure is not None:
-            try:
-                assert_plausible(record.measure.gflops, record.measure.peak_gflops,
-                                 margin=PLAUSIBLE_MARGIN,
-                                 where=f"{state.cid.framework} {state.cid.variant} "
-                                       f"({state.cid.name})")
-            except AssertionError as exc:
-                return Outcome("failed", str(exc), record)
-        rounds = [t for p in state.passes for t in p]
-        return Outcome("passed", "", record, rounds)
-
-    def _record(self, state: CaseState) -> Record:
-        cid = state.cid
-        identity = Identity(
-            workload=cid.workload.name, shape=cid.shape.label, dims=dict(cid.shape.dims),
-            task=cid.task.label, kind=cid.task.kind, framework=cid.framework,
-            variant=cid.variant, device=cid.device, precision=cid.precision,
-            dtype=POLICIES[cid.precision].dtype, workers=cid.workers,
-            threads=self.plan.threads, data_sha256=state.digest, head=cid.head)
-        measure = None
-        if state.passes:
-            measure = Measure(
-                cid.shape.steps_per_call, tuple(tuple(p) for p in state.passes),
-                tuple(tuple(c) for c in state.cycles[:len(state.passes)]),
-                state.compile_s, state.first_call_s,
-                cid.workload.flops(cid.task, cid.shape.dims),
-                self.peaks.get(POLICIES[cid.precision].dtype),
-                tuple(state.faults[:len(state.passes)]))
-        env = dict(state.environment)
-        env.update({"affinity": self.plan.affinity, "processes": len(state.passes),
-                    "seed": self.plan.seed, "size": self.plan.size})
-        if state.lane.side.name:
-            env["side"] = state.lane.side.name
-        return Record(identity, cid.name, measure, state.checks, env)
-

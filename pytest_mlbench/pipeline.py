@@ -2,7 +2,7 @@
 
 Every case, single-device or data-parallel, of every kind, goes through this one path; its
 worker pool answers the same commands whether it has one rank or several. The checks
-themselves are in verify.py, the references in reference.py.
+themselves are in verify.py (audit.py while timed), the references in reference.py.
 
 Every pass runs the same checks before timing, in a fresh process, against references the
 first pass computed (they are cached): every framework then traces and compiles the same
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_mlbench import data, verify
+from pytest_mlbench import audit, data, verify
 from pytest_mlbench.checks import assert_identical, assert_threads
 from pytest_mlbench.engine.workers import FrameworkPool
 
@@ -156,11 +156,11 @@ class CaseRun:
 
     def finish(self) -> dict[str, Any]:
         """Audits, then the checks of what timing left behind; the facts for the record."""
-        uncounted = []  # rounds whose count from the start could not be read (verify.py)
+        uncounted = []  # rounds whose count from the start could not be read (audit.py)
         for r in sorted(self.audits):
             if r <= self.rounds_done:
                 before = self.kept.get(r - 1)
-                if verify.audit(self.ctx, r, self.calls, before, self.kept[r],
+                if audit.audit(self.ctx, r, self.calls, before, self.kept[r],
                                 self._keep_call(r)):
                     uncounted.append(r)
         memory = self._call("peak_memory") if self.full else None

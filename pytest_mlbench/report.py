@@ -47,7 +47,7 @@ def normalised_table(records: Iterable[Record], reference: str | None = None) ->
 
 def uncounted_line(records: Iterable[Record]) -> str | None:
     """Which cases had audited rounds whose step count from the seeded start could not be
-    judged (verify.count_unreadable), or None; their rounds were judged from where they
+    judged (audit.count_unreadable), or None; their rounds were judged from where they
     started all the same."""
     found = {r.name: sum(len(p) for p in r.checks.get("uncounted_rounds") or ())
              for r in records}

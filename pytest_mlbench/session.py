@@ -27,14 +27,15 @@ import pytest
 
 from pytest_mlbench import catalogue, frameworks, parametrize
 from pytest_mlbench.ab import BASE, ABSession, BaseSide
-from pytest_mlbench.campaign import Campaign, Lane, Outcome, Plan, key_of
+from pytest_mlbench.campaign import Campaign, Lane, Plan
 from pytest_mlbench.case import CaseId
 from pytest_mlbench.catalogue import Catalogue
 from pytest_mlbench.engine.launcher import Launch
 from pytest_mlbench.engine.workers import Side
 from pytest_mlbench.options import Settings
+from pytest_mlbench.oracle import OracleService
 from pytest_mlbench.record import Record
-from pytest_mlbench.reference import OracleService
+from pytest_mlbench.results import Outcome, key_of
 
 CASE_FIXTURE = "mlbench_case"
 OWN_FIXTURES = ("mlbench_case", "mlbench_workload", "mlbench_framework", "mlbench_device",

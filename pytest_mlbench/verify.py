@@ -3,8 +3,7 @@
 Before timing: the start is the seeded bytes; for a training step, loss and gradient at the
 start, the optimizer's hyper-parameters, the first step's displacement and optimizer state, a
 short trajectory; for inference and transforms, the first probe's result. While timed:
-audited rounds (chosen at random, seeded; the implementation cannot tell them apart) must have
-done the reference's work from where they started. After timing: nothing compiled while timed
+audited rounds must have done the reference's work (audit.py). After timing: nothing compiled while timed
 (nothing at all for eager), the precision policy and dtypes held, the framework's census of
 trainable elements equals the spec's, and a training step's loss and gradient are right where
 training has taken the parameters.
@@ -23,7 +22,6 @@ from pytest_mlbench import data
 from pytest_mlbench.case import CaseId
 from pytest_mlbench.checks import (
     _fmt_index,
-    assert_at_step,
     assert_census,
     assert_close,
     assert_dtypes,
@@ -43,15 +41,6 @@ from pytest_mlbench.trajectory import State, Trajectory
 from pytest_mlbench.workload import Arrays, Tolerance, Tolerances
 
 Snapshot = Mapping[str, Arrays]  # {"params": ..., "state": ...}
-ABSOLUTE_STEPS = 128  # audited rounds up to this many steps are also checked from the start
-NEAREST_SEARCH = 8  # reference steps either side searched for the ones failing params are near
-# an honest companion (Reference.companion) further than this many steps' length from the
-# reference's step, or nearer another step, and a count cannot be read there: an honest run
-# may then be half a step along the trajectory (the nearest-step rule's limit). vit at seed 8:
-# torch-jit nearest another step at step 40 while two companions sat 0.68 and 0.84 steps'
-# length away, nearest step 40, and a third 1.53, nearer step 39
-COUNT_READABLE = 0.5
-COMPANIONS = 3  # companions, each with its own dither, that must all be readable
 UNRESOLVED = 4.0  # x the per-element gradient resolution: Adam's step direction is rounding
 
 
@@ -346,118 +335,6 @@ def probe_of(ctx: Context, index: int) -> Arrays:
         outputs = tuple(np.shape(out))
     return data.probe(cid.workload, cid.shape, cid.task, ctx.reference.seed, index, ctx.policy,
                       data.widen(ctx.params), outputs)
-
-
-# -- while timed -----------------------------------------------------------------------------------
-
-def audit(ctx: Context, round_no: int, calls: int, before: Any, after: Any,
-          call: int | None) -> str | None:
-    """An audited round did the reference's work: ``calls`` optimizer steps from the state it
-    started in, or the right result for the probe of its call ``call``. Returns why the
-    round's count from the seeded start was not judged, if it was not (audit_step_count)."""
-    label = (f"{ctx.where} timed round {round_no} (audited): the implementation did less or "
-             "different work while timed than the checked steps showed;")
-    try:
-        if ctx.cid.task.kind == "train":
-            assert_moved_like_reference(ctx, before, after, calls,
-                                        where=f"{label} {calls} step(s) from the round's start")
-            return audit_step_count(ctx, after, where=label)
-        assert call is not None
-        check_output(ctx, after, round_no * calls + call,
-                     f"of call {call} (probe {round_no * calls + call})", where=label)
-        return None
-    except AssertionError as exc:
-        raise AssertionError(str(exc)) from None
-
-
-def audit_step_count(ctx: Context, after: Mapping[str, Any], *, where: str) -> str | None:
-    """The round's parameters are the reference's after as many steps from the seeded start as
-    the engine has called step() (its count, not the implementation's).
-
-    The round-relative check cannot see an implementation that reports parameters a constant
-    number of steps behind (work handed to a thread, a stale array returned by params()):
-    every round then looks like a right step from a state that is itself behind. Counted from
-    the start, the missing steps show. A fixed tolerance cannot tell them, though: an honest
-    run's rounding drift from the float64 reference grows with the steps, past any tolerance
-    that still sees a step's difference. So the parameters pass within the trajectory
-    tolerance of the reference's step N, or else when they are nearer step N than either
-    neighbour (assert_at_step: drift across the trajectory, which under Adam outgrows half a
-    step, moves the distance to every step alike).
-
-    Where training amplifies rounding (vit at seed 7: a loss spike near step 35, after which
-    torch-eager sits 0.18-0.36 from the reference, 1 to 45 steps' length, nearest step N - 1
-    at steps 40 to 70, and a run a step behind nearest step N at 40 and 50), no count can be
-    read from the parameters at all. Before failing, the audit asks whether honest runs of
-    the reference's steps, differing only in their rounding (Reference.companion), can be
-    counted there (count_unreadable); if one cannot, the count is not judged and the reason
-    is returned (the record keeps the round). The round-relative check still judged the
-    round's work, and an implementation behind from the start is caught at the rounds where
-    the count can be read. Up to ABSOLUTE_STEPS steps (every audited round of a
-    --benchmark-disable session, the early rounds of a timed one), from the Reference's
-    cached trajectories."""
-    steps = after.get("steps")
-    if steps is None or steps > ABSOLUTE_STEPS:
-        return None
-    n = int(steps)
-    label = (f"{where} {n} step(s) from the seeded start (step() has been called {n} "
-             "time(s); are the reported parameters behind the work, or is work left running "
-             "after the round?)")
-    assert_same_keys(after["params"], ctx.params, where=f"{label}, parameters")
-    trajectory = seeded_trajectory(ctx)
-    near = trajectory.states(max(n - 1, 0), n + 1)
-    try:
-        assert_params_displaced(ctx, ctx.params, after["params"], near[n][0], n, where="")
-        return None
-    except AssertionError as exc:
-        outside = str(exc)
-    found = _flat(after["params"])
-    try:
-        assert_at_step(found, _flat_steps(near), step=n, outside=outside, where=label)
-        return None
-    except AssertionError:
-        if np.all(np.isfinite(found)):
-            why = count_unreadable(ctx, n, near)
-            if why:
-                return why
-        # the verdict is in: a wider stretch of the trajectory names the step they are nearest
-        wide = trajectory.states(max(n - NEAREST_SEARCH, 0), n + NEAREST_SEARCH)
-        assert_at_step(found, _flat_steps(wide), step=n, outside=outside, where=label)
-        raise
-
-
-def count_unreadable(ctx: Context, n: int, near: Mapping[int, State]) -> str | None:
-    """Why no count of steps can be read from parameters at step ``n``, or None if it can:
-    each of COMPANIONS second honest runs of the reference (the same steps, rounded
-    differently: Reference.companion) must be nearest the reference's step ``n`` of ``near``
-    (steps n-1 to n+1) and within COUNT_READABLE steps' length of it. Further, rounding alone
-    can carry an honest run half a step along the trajectory, and nearness to a step says
-    nothing about the count."""
-    opt = ctx.cid.task.optimizer
-    assert opt is not None
-    steps = _flat_steps(near)
-    length = min(float(np.linalg.norm(steps[s] - steps[n])) for s in steps if s != n)
-    for salt in range(COMPANIONS):
-        run = ctx.reference.companion(opt, ctx.params, ctx.inputs, ctx.dtype, salt)
-        other = _flat(run.state(n)[0])
-        distance = {s: float(np.linalg.norm(other - v)) for s, v in steps.items()}
-        nearest = min(distance, key=lambda s: (distance[s], abs(s - n)))
-        lengths = distance[n] / length if length else math.inf
-        if nearest != n or lengths > COUNT_READABLE:
-            return (f"step {n} not counted from the seeded start: an honest run of the "
-                    f"reference rounded differently is {distance[n]:.3g} from its step {n} "
-                    f"({lengths:.3g} steps' length, a step being {length:.3g}; nearest step "
-                    f"{nearest}): rounding alone moves a run half a step here")
-    return None
-
-
-def _flat(params: Mapping[str, Any]) -> np.ndarray:
-    """Every tensor, widened and concatenated in key order: one vector of the parameters."""
-    wide = data.widen(params)
-    return np.concatenate([np.ravel(wide[k]) for k in sorted(wide)])
-
-
-def _flat_steps(states: Mapping[int, State]) -> dict[int, np.ndarray]:
-    return {step: _flat(params) for step, (params, _) in states.items()}
 
 
 # -- after timing ------------------------------------------------------------------------------------

@@ -11,8 +11,9 @@ from pytest_mlbench import catalogue, data, frameworks, verify
 from pytest_mlbench.case import CaseId
 from pytest_mlbench.checks import tolerances
 from pytest_mlbench.engine.server import CaseServer
+from pytest_mlbench.oracle import OracleService
 from pytest_mlbench.precision import POLICIES
-from pytest_mlbench.reference import OracleService, Reference
+from pytest_mlbench.reference import Reference
 
 SUITES = Path(__file__).resolve().parents[1] / "suites"
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from pytest_mlbench import ab
-from pytest_mlbench.campaign import Outcome
 from pytest_mlbench.record import Identity, Measure, Record
+from pytest_mlbench.results import Outcome
 
 TEST_MODULE = """
 def test_case(mlbench_case, benchmark):

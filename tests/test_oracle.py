@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 from pytest_mlbench import catalogue, data, transform
+from pytest_mlbench.oracle import OracleService
 from pytest_mlbench.precision import POLICIES
-from pytest_mlbench.reference import OracleService, Reference
+from pytest_mlbench.reference import Reference
 
 MODELS = Path(__file__).resolve().parent / "kinds" / "models.py"
 SUITES = Path(__file__).resolve().parents[1] / "suites"

@@ -18,14 +18,28 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_mlbench import Shape, Workload, adam, data, momentum, reference, sgd, train, verify
+from pytest_mlbench import (
+    Shape,
+    Workload,
+    adam,
+    audit,
+    data,
+    momentum,
+    oracle,
+    reference,
+    sgd,
+    train,
+    verify,
+)
 from pytest_mlbench import trajectory as trajectory_module
+from pytest_mlbench.audit import audit_step_count
 from pytest_mlbench.case import CaseId
 from pytest_mlbench.checks import assert_at_step, assert_close, tolerances
 from pytest_mlbench.optim import Optimizer
+from pytest_mlbench.oracle import OracleService
 from pytest_mlbench.precision import POLICIES
-from pytest_mlbench.reference import OracleService, Reference
-from pytest_mlbench.verify import Context, assert_params_displaced, audit_step_count
+from pytest_mlbench.reference import Reference
+from pytest_mlbench.verify import Context, assert_params_displaced
 
 SHAPE = Shape({"n": 128, "d": 8})
 WHERE = "numpy eager (lsq-numpy-eager-cpu-fp32) timed round 9 (audited):"
@@ -289,7 +303,7 @@ def test_where_the_count_can_be_read_a_step_behind_still_fails_in_the_same_desce
     ctx = chaos_context()
     n = 6
     assert audit_step_count(ctx, reported(float32_run(ctx, n), steps=n), where=WHERE) is None
-    assert verify.count_unreadable(ctx, n, ctx.reference.trajectory(
+    assert audit.count_unreadable(ctx, n, ctx.reference.trajectory(
         sgd(CHAOS_LR), ctx.params, ctx.inputs, ctx.dtype).states(n - 1, n + 1)) is None
     with pytest.raises(AssertionError, match=r"nearest the reference's step 5, not 6"):
         audit_step_count(ctx, reported(float32_run(ctx, n - 1), steps=n), where=WHERE)
@@ -570,7 +584,7 @@ class FakePool:
 def test_oracle_calls_from_threads_neither_interleave_nor_start_two_pools(
         monkeypatch: pytest.MonkeyPatch) -> None:
     FakePool.started = []
-    monkeypatch.setattr(reference, "Pool", FakePool)
+    monkeypatch.setattr(oracle, "Pool", FakePool)
     service = OracleService()
     jobs = [lambda i=i: service.call("value_and_grad", i, "jax") for i in range(4)]
     answers = together(*jobs, service.pause, lambda: service.call("forward", 9, "torch"))

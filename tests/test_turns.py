@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
-from pytest_mlbench import catalogue, frameworks, pipeline
+from pytest_mlbench import catalogue, frameworks, pipeline, schedule
 from pytest_mlbench.campaign import Campaign, Lane, Plan
 from pytest_mlbench.case import CaseId
 from pytest_mlbench.engine.workers import PoolKey, Side
-from pytest_mlbench.reference import OracleService
+from pytest_mlbench.oracle import OracleService
+from pytest_mlbench.progress import Progress
 
 SUITES = Path(__file__).resolve().parents[1] / "suites"
 
@@ -124,12 +125,12 @@ def test_only_the_first_pass_warms_compilers_up(monkeypatch: pytest.MonkeyPatch)
     """Compile time is reported from the first pass alone (cold, once): the pools of later
     passes start without the warm-up, and those of the first pass with it."""
     campaign, started = campaign_of(True), []
-    monkeypatch.setattr(campaign, "_new_pool", lambda key, side, compiler: started.append(
+    monkeypatch.setattr(campaign.pools, "new", lambda key, side, compiler: started.append(
         (campaign.pass_no, key.framework, compiler)) or FailingPool())
     monkeypatch.setattr(campaign.host, "take", lambda: None)
     monkeypatch.setattr(campaign, "_groups", lambda: [])  # no case runs: only the pools start
     for p in range(3):
-        campaign._pass(p, 3, 0.0)
+        campaign._pass(p)
     assert started == [(p, fw, p == 0 and fw == "torch") for p in range(3)
                        for fw in ("torch", "numpy")]
 
@@ -164,7 +165,7 @@ def test_a_campaign_that_times_nothing_starts_one_pool_a_framework_and_spares_on
 
     campaign = campaign_of(False)
     monkeypatch.setattr(campaign.untimed, "width", 2)
-    monkeypatch.setattr(campaign, "_new_pool", lambda key, side, compiler: Pool(key))
+    monkeypatch.setattr(campaign.pools, "new", lambda key, side, compiler: Pool(key))
     campaign._start_pools()
     assert sorted(k.framework for k in spawned) == ["numpy", "torch"]
     assert all(k.slot == 0 for k in spawned)
@@ -177,23 +178,30 @@ def test_the_progress_line_foretells_later_processes_from_their_own_pace(
     """The first process also computes references and compiles cold (about three times a
     later one on the main job): extrapolating from it said 2547 s left of a 403 s session.
     While it runs only its own rest is foretold; later processes are foretold from theirs."""
-    timed, unchecked = campaign_of(True), campaign_of(False)
+    lines: list[str] = []
+    timed, unchecked = (Progress(lines.append, groups=10, passes=n, started=0.0)
+                        for n in (3, 1))
     clock = [0.0]
-    monkeypatch.setattr("pytest_mlbench.campaign.time.monotonic", lambda: clock[0])
-    for campaign in (timed, unchecked):
-        monkeypatch.setattr(campaign, "_groups", lambda: [(f"g{i}", []) for i in range(10)])
+    monkeypatch.setattr("pytest_mlbench.progress.time.monotonic", lambda: clock[0])
     clock[0] = 60.0  # two groups of the first process took a minute
-    assert timed._eta(0.0, 2, 0) == ("60 s so far, about 240 s left in the first process; "
-                                     "2 faster process(es) to come")
+    assert timed.eta(2, 0) == ("60 s so far, about 240 s left in the first process; "
+                               "2 faster process(es) to come")
     clock[0] = 300.0
-    assert timed._eta(0.0, 10, 0) == ("300 s so far, the first process done; "
-                                      "2 faster process(es) to come")
+    assert timed.eta(10, 0) == "300 s so far, the first process done; 2 faster process(es) to come"
     timed.first_pass_s = 300.0
     clock[0] = 340.0  # two groups of the second process took 40 s: 18 groups left at 20 s
-    assert timed._eta(0.0, 12, 1) == "340 s so far, about 360 s left"
-    assert timed._eta(0.0, 30, 2) == "340 s in all"
+    assert timed.eta(12, 1) == "340 s so far, about 360 s left"
+    assert timed.eta(30, 2) == "340 s in all"
+    timed.group_done(2, "mlp", 330.0, 10, 30)
+    assert lines == ["mlbench [process 3/3] mlp: 10 case(s) checked and timed in 10.0 s; "
+                     "340 s in all"]
     clock[0] = 20.0  # a session that times nothing has one pass: its own pace
-    assert unchecked._eta(0.0, 2, 0) == "20 s so far, about 80 s left"
+    assert unchecked.eta(2, 0) == "20 s so far, about 80 s left"
+
+
+def test_a_campaign_counts_its_groups_and_passes_for_the_progress_line() -> None:
+    assert (campaign_of(True).progress.groups, campaign_of(True).progress.passes) == (1, 3)
+    assert campaign_of(False).progress.passes == 1
 
 
 @pytest.mark.parametrize("rounds", [1, 3, 4, 5, 7, 12, 13, 40])
@@ -224,3 +232,22 @@ def test_a_pass_shares_its_rounds_out_evenly_over_its_turns(
     assert [side for side, _ in taken][0::2] == [("base", "head")[k % 2]
                                                  for k in range(len(counts))]
     assert base.audits and head.audits
+
+
+def test_a_process_records_its_share_of_the_time_and_never_fewer_than_three_rounds() -> None:
+    """--benchmark-max-time and --benchmark-min-rounds are the whole case's, over its
+    processes; a shape's fixed count is too."""
+    assert schedule.rounds_per_process(None, 0.01, 3, 0.6, 5) == 20  # 0.2 s of 10 ms rounds
+    assert schedule.rounds_per_process(None, 1.0, 3, 0.6, 5) == schedule.MIN_ROUNDS_PER_PROCESS
+    assert schedule.rounds_per_process(None, 1.0, 2, 0.6, 10) == 5  # min rounds, shared
+    assert schedule.rounds_per_process(7, 0.01, 3, 100.0, 5) == 3  # fixed: ceil(7 / 3)
+
+
+def test_audited_rounds_replay_from_the_seed_and_grow_with_the_rounds() -> None:
+    chosen = schedule.audited_rounds(0, "mlp-numpy-eager-cpu-fp32", 0, 120)
+    assert chosen == schedule.audited_rounds(0, "mlp-numpy-eager-cpu-fp32", 0, 120)
+    assert len(chosen) == 1 + 120 // schedule.AUDIT_EVERY and chosen <= set(range(1, 121))
+    assert len(schedule.audited_rounds(0, "c", 0, 1)) == 1
+    others = {frozenset(schedule.audited_rounds(0, "mlp-numpy-eager-cpu-fp32", p, 120))
+              for p in range(1, 6)}
+    assert others - {frozenset(chosen)}  # another pass audits other rounds

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from pytest_mlbench import catalogue, data
+from pytest_mlbench.oracle import OracleService
 from pytest_mlbench.precision import POLICIES
-from pytest_mlbench.reference import OracleService, Reference
+from pytest_mlbench.reference import Reference
 from tests.gate import SUITES, check
 
 VIT = catalogue.load_suite_file(SUITES / "vit" / "spec.py")

@@ -13,9 +13,10 @@ import pytest
 from pytest_mlbench import catalogue, data, frameworks
 from pytest_mlbench.case import Case
 from pytest_mlbench.options import OptionError, build_settings, option_table
+from pytest_mlbench.oracle import OracleService
 from pytest_mlbench.parametrize import enumerate_cases, precisions_for
 from pytest_mlbench.precision import POLICIES
-from pytest_mlbench.reference import OracleService, Reference
+from pytest_mlbench.reference import Reference
 from pytest_mlbench.workload import Workload
 from tests.gate import SUITES, check
 

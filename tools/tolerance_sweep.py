@@ -14,7 +14,7 @@ every ``--every`` steps judges it against the float64 reference as the suite's c
 - ``--check trajectory``: what an audited timed round is judged on. Its parameters'
   displacement from the seeded start against the reference's step (up to the audit's
   ABSOLUTE_STEPS; where that fails, the audit's fallback, nearer this step than either
-  neighbour, decides, unless no count can be read there: verify.count_unreadable), and a
+  neighbour, decides, unless no count can be read there: audit.count_unreadable), and a
   round of the shape's steps a call from there: the displacement and the optimizer state
   against the reference's steps from the implementation's own state. Tolerance: the spec's
   ``trajectory``.
@@ -47,13 +47,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pytest_mlbench import catalogue, data, frameworks, verify  # noqa: E402
+from pytest_mlbench import audit, catalogue, data, frameworks, verify  # noqa: E402
 from pytest_mlbench.case import CaseId  # noqa: E402
 from pytest_mlbench.checks import excess, tolerances  # noqa: E402
 from pytest_mlbench.engine.server import CaseServer  # noqa: E402
 from pytest_mlbench.errors import Unavailable  # noqa: E402
+from pytest_mlbench.oracle import OracleService  # noqa: E402
 from pytest_mlbench.precision import POLICIES  # noqa: E402
-from pytest_mlbench.reference import OracleService, Reference  # noqa: E402
+from pytest_mlbench.reference import Reference  # noqa: E402
 from pytest_mlbench.workload import Tolerance  # noqa: E402
 
 
@@ -129,7 +130,7 @@ def judge_trajectory(ctx: verify.Context, runner: Any, step: int, calls: int,
     assert opt is not None
     before = runner.snapshot()
     judged: Judge = {label: {} for label in tols}
-    if 0 < step <= verify.ABSOLUTE_STEPS:
+    if 0 < step <= audit.ABSOLUTE_STEPS:
         expected = verify.seeded_trajectory(ctx).state(step)[0]
         for label, tol in tols.items():
             found = verify.displacement_excess(ctx, ctx.params, before["params"], expected,
@@ -161,7 +162,7 @@ def count_verdict(ctx: verify.Context, params: Any, step: int, tol: Tolerance) -
     probe = dataclasses.replace(ctx, tol=dataclasses.replace(ctx.tol, trajectory=tol))
     probe.unresolved = ctx.unresolved  # not an init field: the same elements, found once
     try:
-        why = verify.audit_step_count(probe, {"params": params, "steps": step}, where="")
+        why = audit.audit_step_count(probe, {"params": params, "steps": step}, where="")
     except AssertionError:
         return ""
     return UNREAD if why else NEAREST

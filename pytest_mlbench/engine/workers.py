@@ -163,6 +163,85 @@ class FrameworkPool:
             self.pool = None
 
 
+
+@dataclass
+class Pools:
+    """A campaign's framework pools, by key: started together as a pass begins, one let run
+    while a case is timed (every other worker stopped), all killed as the pass ends."""
+
+    registry: Mapping[str, str]  # framework -> registry entry
+    threads: int
+    affinity: str
+    launch: Launch | None = None
+    caches: str = ""  # the session's compile-cache folder, set as the campaign starts
+    live: dict[PoolKey, FrameworkPool] = field(default_factory=dict)
+
+    def new(self, key: PoolKey, side: Side, compiler: bool) -> FrameworkPool:
+        return FrameworkPool(key, self.registry[key.framework], self.threads, self.affinity,
+                             self.caches, side=side, compiler=compiler, launch=self.launch)
+
+    def get(self, key: PoolKey) -> FrameworkPool | None:
+        return self.live.get(key)
+
+    def __getitem__(self, key: PoolKey) -> FrameworkPool:
+        return self.live[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.live
+
+    def running(self, key: PoolKey, side: Side, compiler: bool) -> FrameworkPool:
+        """The pool of ``key``, started now if the pass start left it out (or it died)."""
+        pool = self.live.get(key)
+        if pool is None or pool.pool is None:
+            pool = self.new(key, side, compiler)
+            pool.start()
+            self.live[key] = pool
+        return pool
+
+    def start(self, wanted: Mapping[PoolKey, tuple[Side, bool]]) -> None:
+        """Start the pools of ``wanted`` (key -> side, compiler warm-up) that are not running,
+        all at once (importing TensorFlow or warming inductor up is seconds of CPU each: the
+        cores share it); a single one is left to start when a case asks for it. A pool that
+        fails to start is left out: its cases meet the failure again, and report it, when
+        they ask for it."""
+        fresh = [self.new(key, side, compiler) for key, (side, compiler) in wanted.items()
+                 if key not in self.live or self.live[key].pool is None]
+        if len(fresh) < 2:
+            return
+        spawned = []
+        for pool in fresh:
+            try:
+                pool.spawn()
+                spawned.append(pool)
+            except Exception:  # noqa: BLE001 - reported when a case asks for this pool
+                pool.close(kill=True)
+        for pool in spawned:
+            try:
+                pool.started()
+            except Exception:  # noqa: BLE001 - as above
+                pool.close(kill=True)
+                continue
+            self.live[pool.key] = pool
+
+    def pause_all_but(self, pool: FrameworkPool) -> None:
+        for other in self.live.values():
+            if other is not pool:
+                other.pause()
+
+    def stop(self) -> None:
+        """From another thread: end every worker now, so that a call in flight returns."""
+        for pool in list(self.live.values()):
+            pool.close()
+
+    def close(self) -> None:
+        """End of a pass (or of the campaign): the workers' work is done and checked, and they
+        keep nothing (compile caches are written as they compile), so they are killed rather
+        than left to tear their frameworks down on the cores."""
+        for key, pool in list(self.live.items()):
+            pool.close(kill=True)
+            del self.live[key]
+
+
 def compile_caches(folder: str, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     """Where the frameworks keep compiled code: one folder per session, shared by every worker
     of every pass. It starts empty, so what the first pass reports as compile time is a cold

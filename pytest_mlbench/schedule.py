@@ -1,0 +1,53 @@
+"""How a pass's timed phase is laid out: a case's rounds in one process, those rounds shared
+out over the interleaving cycles, the order of the cases in a cycle, and which rounds are
+audited. Pure functions of the plan and the seed: a replayed session lays out the same."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from pytest_mlbench import data
+
+# interleaving cycles per pass: each case takes a turn in every cycle (up to its rounds / 2,
+# its rounds shared out evenly, so that a turn records at least two rounds after its dropped
+# one); even, so that the two sides of an A/B pair go first equally often (ABAB..., then
+# BABA...). Six spread a pass's rounds over its timed phase; every turn costs a dropped round
+# and a move of the threads.
+CYCLES = 6
+MIN_ROUNDS_PER_PROCESS = 3
+AUDIT_EVERY = 50  # one audited round, and one more per this many
+
+
+def rounds_per_process(fixed: int | None, round_s: float, processes: int, max_time: float,
+                       min_rounds: int) -> int:
+    """Recorded rounds of one case in one process: a shape's fixed count, or
+    ``--benchmark-max-time`` and ``--benchmark-min-rounds`` shared out over the processes,
+    and at least MIN_ROUNDS_PER_PROCESS (a process's figure is the median of its rounds: one
+    odd round must not move it). More rounds in a process narrow nothing that matters: the
+    spread that repeats from run to run lives between processes."""
+    if fixed:
+        return max(1, math.ceil(fixed / processes))
+    floor = max(MIN_ROUNDS_PER_PROCESS, math.ceil(min_rounds / processes))
+    return max(floor, math.ceil(max_time / processes / max(round_s, 1e-6)))
+
+
+def turns(rounds: int, cycles: int = CYCLES) -> list[int]:
+    """A pass's rounds shared out over its turns as evenly as can be (7 rounds: 2, 2 and 3,
+    never 3, 3 and 1), one turn a cycle from the first, two rounds a turn at least."""
+    count = min(cycles, max(1, rounds // 2))
+    return [rounds * (k + 1) // count - rounds * k // count for k in range(count)]
+
+
+def cycle_order(seed: int, p: int, cycle: int, cases: int) -> np.ndarray:
+    """The order the cases take their turns in, in one cycle of pass ``p`` (seeded)."""
+    return data.generator(seed, "cycle", str(p), str(cycle)).permutation(cases)
+
+
+def audited_rounds(seed: int, name: str, p: int, total: int) -> set[int]:
+    """Which of a pass's ``total`` rounds (numbered from 1, dropped ones too) are audited:
+    chosen at random (seeded), so an implementation cannot tell them from the others."""
+    rng = data.generator(seed, name, "audit", str(p))
+    count = min(total, 1 + total // AUDIT_EVERY)
+    return {int(r) for r in rng.choice(range(1, total + 1), count, replace=False)}
