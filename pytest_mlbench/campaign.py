@@ -23,6 +23,10 @@ cycle), and pass i of the base pairs with pass i of the head.
 
 A session that times nothing (``--benchmark-disable``) has one untimed phase: every case is
 built, checked, run once (audited) and checked again, one job per core at once.
+
+The campaign drives; others do the parts: the workers' pools (engine/workers.Pools), the timed
+phase's layout (schedule.py), a case's collected results and its record (results.py), the
+progress lines (progress.py).
 """
 
 from __future__ import annotations
