@@ -47,6 +47,26 @@ def test_compiled_variant_counts_traces(name: str) -> None:
     assert compiled.traces() == 1
 
 
+def test_jax_counts_every_compilation_and_only_the_implementations_own_as_its_jit() -> None:
+    """Eager dispatch compiling a primitive for each new Python value is a compilation (it
+    may not happen while timed) but not the implementation's jit; a jitted helper of optax's
+    (Adam's bias correction) is the library's as shipped; a jax.jit of its own is its jit."""
+    jax = pytest.importorskip("jax")
+    optax = pytest.importorskip("optax")
+    adapter = adapter_for("jax")
+    x = adapter.asarray(np.linspace(1, 2, 7).astype(np.float32))  # a shape no other test uses
+    own, every = adapter.compile_events(), adapter.backend_compiles()
+    for power in (37, 38, 39):  # x ** int: integer_pow with the power as a static parameter
+        adapter.sync(x ** power)
+    assert (adapter.compile_events(), adapter.backend_compiles()) == (own, every + 3)
+    tx = optax.adam(1e-3)
+    adapter.sync(tx.update(x, tx.init(x), x)[0])
+    assert adapter.backend_compiles() > every + 3  # optax compiled something of its own
+    assert adapter.compile_events() == own
+    adapter.sync(jax.jit(lambda y: y * 3)(x))
+    assert adapter.compile_events() == own + 1
+
+
 @pytest.mark.parametrize("name", [n for n in INSTALLED if n != "tensorflow"])
 def test_unknown_variant_is_unsupported(name: str) -> None:
     adapter = adapter_for(name)
@@ -243,30 +263,38 @@ def test_a_killed_tensorflow_worker_leaves_nothing_in_the_temporary_folder(
     assert list((tmp_path / "session" / "tf-tmp").glob("__autograph_generated_file*"))
 
 
-XLA_TWICE = """
-import os, sys
-os.environ["TF_XLA_FLAGS"] = "--tf_xla_persistent_cache_directory=" + sys.argv[1]
-import tensorflow as tf
-from tensorflow.python.framework import ops
-from pytest_mlbench.frameworks.tensorflow_ import TensorflowAdapter
-adapter = TensorflowAdapter()
-for _ in range(int(sys.argv[2])):  # earlier steps of other cases (another pass's rounds)
-    ops.uid()
-step = adapter.compile(lambda x: tf.tanh(x @ tf.transpose(x)) * 0.5, "xla").fn
-step(tf.ones((8, 8))).numpy()
-"""
+XLA_STEP = {
+    "jax": "import jax, jax.numpy as jnp\n"
+           "jax.jit(lambda x: jnp.tanh(x @ x.T) * 0.5)(jnp.ones((8, 8))).block_until_ready()\n",
+    "tensorflow": "import tensorflow as tf\n"
+                  "tf.function(lambda x: tf.tanh(x @ tf.transpose(x)) * 0.5,\n"
+                  "            jit_compile=True)(tf.ones((8, 8))).numpy()\n",
+}
 
 
-def test_tensorflow_xla_finds_its_cached_executable_after_other_steps(tmp_path: Any) -> None:
-    """TensorFlow names traced functions with a counter every step advances, and XLA's
-    persistent cache keys on the names: the same case after a different number of earlier
-    steps (a later pass's worker) must reuse the executable, not compile and store another."""
-    pytest.importorskip("tensorflow")
+@pytest.mark.parametrize("framework", sorted(XLA_STEP))
+def test_a_worker_compiles_xla_itself_even_where_the_user_configured_a_persistent_cache(
+        tmp_path: Any, framework: str) -> None:
+    """An executable XLA loads from its persistent cache runs faster than the same program
+    compiled in the process (engine/workers.compile_caches): every process compiles, so every
+    process measures the same thing. The user's cache is left alone (nothing written to it)
+    and their other XLA flags are kept; without the worker's environment the same step does
+    write to it, so the check can fail."""
+    pytest.importorskip(framework)
+    import os
     import subprocess
     import sys
 
-    cache = tmp_path / "xla"
-    for earlier in (0, 12345):
-        subprocess.run([sys.executable, "-c", XLA_TWICE, str(cache), str(earlier)],
-                       check=True, capture_output=True)
-    assert len(list(cache.iterdir())) == 1, sorted(p.name for p in cache.iterdir())
+    from pytest_mlbench.engine.workers import TF_XLA_CACHE_FLAG, compile_caches
+
+    user = tmp_path / "user-cache"
+    configured = {"JAX_COMPILATION_CACHE_DIR": str(user),
+                  "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+                  "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+                  "TF_XLA_FLAGS": f"--tf_xla_auto_jit=0 {TF_XLA_CACHE_FLAG}={user}"}
+    worker = compile_caches(str(tmp_path / "session"), configured)
+    assert worker["TF_XLA_FLAGS"] == "--tf_xla_auto_jit=0"
+    for env, written in ((worker, False), ({}, True)):
+        subprocess.run([sys.executable, "-c", XLA_STEP[framework]], check=True,
+                       capture_output=True, env={**os.environ, **configured, **env})
+        assert (user.is_dir() and any(user.iterdir())) == written, framework

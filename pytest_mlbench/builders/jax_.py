@@ -4,9 +4,7 @@ one function passed through ``case.compile``: op by op for eager, jax.jit for ji
 
 from __future__ import annotations
 
-import contextlib
 import functools
-from collections.abc import Iterator
 from typing import Any
 
 import jax
@@ -50,17 +48,6 @@ def transformation(opt: Any, dtype: str) -> optax.GradientTransformation:
                              weight_decay=opt.weight_decay)
 
 
-@contextlib.contextmanager
-def op_by_op(eager: bool) -> Iterator[None]:
-    """optax jits a few helpers of its own (Adam's bias correction): an eager step runs them
-    op by op too, as eager means; inside jax.jit this changes nothing."""
-    if not eager:
-        yield
-        return
-    with jax.disable_jit():
-        yield
-
-
 class Trainer:
     """params / loss_and_grads / step / state / hyperparameters over one compiled step that
     returns the gradients too, so loss_and_grads checks the very function that is timed."""
@@ -71,12 +58,15 @@ class Trainer:
         self.tx = transformation(case.optimizer, case.dtype)
         self.opt_state = self.tx.init(self.p)
         grads = model.value_and_grad or jax.value_and_grad(model.fn("loss"))
-        eager, tx = case.variant == "eager", self.tx
+        tx = self.tx
 
+        # eager: this step op by op, optax's own jitted helpers (Adam's bias correction) as
+        # optax ships them. Run op by op too (jax.disable_jit), the correction's step count is
+        # a concrete integer power, which compiled a new integer_pow at every step: compile
+        # time in every timed round (frameworks/jax_._Compiles)
         def train_step(p: Any, opt_state: Any, data: Any) -> Any:
             loss, g = grads(p, data)
-            with op_by_op(eager):
-                updates, opt_state = tx.update(g, opt_state, p)
+            updates, opt_state = tx.update(g, opt_state, p)
             return loss, g, optax.apply_updates(p, updates), opt_state
 
         self.train_step = case.compile(train_step)

@@ -34,7 +34,10 @@ class CaseServer:
         self.id = CaseId(workload, shape, task, spec["framework"], spec["variant"],
                          spec["device"], spec["precision"], spec["workers"])
         self.policy = POLICIES[spec["precision"]]
+        # per phase: the implementation's own compilations, and every compilation the
+        # framework's backend made (eager dispatch's too, where the adapter tells them apart)
         self.compiles: dict[str, int] = {}
+        self.backend: dict[str, int] = {}
         self.where = f"{spec['framework']} {spec['variant']} ({spec['name']})"
         with self.phase("build"):
             adapter.setup(spec["device"], self.policy, spec["seed"])
@@ -71,12 +74,15 @@ class CaseServer:
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Any:
-        before = self.adapter.compile_events()
+        counters = ((self.compiles, self.adapter.compile_events),
+                    (self.backend, getattr(self.adapter, "backend_compiles",
+                                           self.adapter.compile_events)))
+        before = [count() for _, count in counters]
         try:
             yield
         finally:
-            self.compiles[name] = self.compiles.get(name, 0) + (
-                self.adapter.compile_events() - before)
+            for (into, count), start in zip(counters, before, strict=True):
+                into[name] = into.get(name, 0) + count() - start
 
     # -- commands ---------------------------------------------------------------------------
 
@@ -164,6 +170,7 @@ class CaseServer:
         the precision policy still holds, dtypes, the census, and (training, when
         ``evaluate``) loss and gradient where training has taken the parameters."""
         out: dict[str, Any] = {"traces": self.case.traces(), "compiles": dict(self.compiles),
+                               "backend_compiles": dict(self.backend),
                                "compile_s": self._compile_seconds()}
         try:
             self.adapter.verify_policy(self.policy)

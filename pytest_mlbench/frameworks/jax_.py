@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import logging
+import os
 import re
 from collections.abc import Callable
 from typing import Any
@@ -27,29 +30,56 @@ PLATFORMS = {"cpu": "cpu", "gpu": "gpu", "tpu": "tpu"}
 TRACE_LOGGER = "jax._src.interpreters.partial_eval"
 COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 XLA_POOL = ("tf_XLAEigen",)  # the names of XLA's CPU compute threads
+# libraries of the JAX stack whose own jitted helpers run as shipped inside an eager step
+LIBRARIES = ("optax", "flax", "equinox", "chex")
 
 
-class _UserCompiles(logging.Handler):
-    """Counts compilations of functions from user code. JAX explains every tracing-cache miss
-    of a function defined outside JAX (its own jnp functions, which eager dispatch compiles,
-    are left out); such a function that is then compiled for a backend is a jit of the
-    implementation's. Tracing alone (jax.eval_shape, a Flax init checked for shapes) is not
-    a compilation."""
+@functools.cache
+def _library_folders() -> tuple[str, ...]:
+    specs = [importlib.util.find_spec(name) for name in LIBRARIES]
+    return tuple(os.path.join(os.path.realpath(folder), "") for spec in specs if spec
+                 for folder in spec.submodule_search_locations or ())
 
-    NAMES = (re.compile(r"never seen function:\s+(\S+) id="), re.compile(r"\n  for (\S+) defined"))
+
+def library_file(path: str) -> bool:
+    """Is ``path`` a file of one of LIBRARIES (not the implementation's, nor this package's)?"""
+    return os.path.realpath(path).startswith(_library_folders())
+
+
+class _Compiles(logging.Handler):
+    """Counts XLA compilations in this process: every one (``all``) and the implementation's
+    own (``count``). Eager dispatch compiles each primitive at its first use, so once a step
+    has run, nothing compiles at all unless something changes from step to step (a Python
+    integer used as a power compiles a new ``integer_pow`` for each value): ``all`` must not
+    rise while timed.
+
+    The implementation's own are the functions JAX explains as traced for the first time
+    (its own jnp functions are left out) that are then compiled for a backend: a jit of the
+    implementation's, which an eager variant may not have. A function defined in an installed
+    library is the library's way of running as shipped, not the implementation's jit (optax
+    jits Adam's bias correction; torch's own TorchScript is treated alike): an eager step
+    may call it, and it still counts in ``all``."""
+
+    MISS = re.compile(r"(?:never seen function:\s+(\S+) id=\d+|\n  for (\S+))"
+                      r"(?: defined at (\S+?)(?::\d+)?)?$", re.MULTILINE)
 
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
         self.user: set[str] = set()
         self.count = 0
+        self.all = 0
 
     def emit(self, record: logging.LogRecord) -> None:
         text = record.getMessage()
         if "TRACING CACHE MISS" in text:
-            self.user.update(m.group(1) for p in self.NAMES for m in [p.search(text)] if m)
+            self.user.update(m[1] or m[2] for m in self.MISS.finditer(text)
+                             if not (m[3] and library_file(m[3])))
 
     def compiled(self, event: str, duration_secs: float, **kwargs: str | int) -> None:
-        if event == COMPILE_EVENT and str(kwargs.get("fun_name", ""))[4:-1] in self.user:
+        if event != COMPILE_EVENT:
+            return
+        self.all += 1
+        if str(kwargs.get("fun_name", ""))[4:-1] in self.user:
             self.count += 1
 
 
@@ -65,7 +95,7 @@ class JaxAdapter:
 
         self._device: Any = None
         self._limit: Any = None
-        self._compiles = _UserCompiles()
+        self._compiles = _Compiles()
         logger = logging.getLogger(TRACE_LOGGER)
         logger.addHandler(self._compiles)
         logger.propagate = False  # read, not printed
@@ -153,6 +183,9 @@ class JaxAdapter:
 
     def compile_events(self) -> int:
         return self._compiles.count
+
+    def backend_compiles(self) -> int:
+        return self._compiles.all
 
     def census(self, root: Any) -> tuple[int, str] | None:
         """Flax variables (``{"params": ...}`` collections) behind the trainer."""

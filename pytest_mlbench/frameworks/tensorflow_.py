@@ -25,23 +25,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TF's start-up banner 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 
-CACHE_FLAG = "--tf_xla_persistent_cache_directory"
 SCRATCH = "MLBENCH_TF_SCRATCH"  # a worker's folder for temporary files (workers.compile_caches)
-NAME_STRIDE = 1 << 20  # names a case may use up before the next case's start
-
-
-def align_names() -> None:
-    """Start the next traced function's names at a multiple of NAME_STRIDE. TensorFlow names
-    every traced function (and counts every call and every eager gradient step) with one
-    process-wide counter, and XLA's persistent cache keys on those names: a case traced after
-    a different number of earlier steps (the previous pass's timed rounds were fewer) would
-    miss its cached executable and compile again. Aligned, the same case gets the same names
-    in every pass's worker and compiles only in the first."""
-    from tensorflow.python import pywrap_tfe
-
-    uid = pywrap_tfe.TFE_Py_UID
-    for _ in range(NAME_STRIDE - 1 - uid() % NAME_STRIDE):
-        uid()
 
 
 def import_tensorflow() -> None:
@@ -222,8 +206,6 @@ class TensorflowAdapter:
             return Compiled(fn, variant, name=getattr(fn, "__name__", ""))
         if variant not in ("jit", "xla"):
             raise Unsupported(f"tensorflow has no {variant} variant")
-        if variant == "xla" and CACHE_FLAG in os.environ.get("TF_XLA_FLAGS", ""):
-            align_names()
         graph = tf.function(fn, jit_compile=variant == "xla", reduce_retracing=False)
         return Compiled(graph, variant, traces=graph.experimental_get_tracing_count,
                         name=getattr(fn, "__name__", ""))

@@ -1,5 +1,6 @@
-"""Compiled steps that see a new batch shape once the checked steps are over (the batch
-repeated: the same loss and gradient): they trace and compile again while timed."""
+"""Steps that see a new batch shape once the checked steps are over (the batch repeated: the
+same loss and gradient): compiled ones trace and compile again while timed, and eager JAX's
+dispatch compiles each primitive for the new shape while timed."""
 
 from __future__ import annotations
 
@@ -8,4 +9,4 @@ from pathlib import Path
 from pytest_mlbench import load_suite_file
 
 SPECS = load_suite_file(Path(__file__).parents[1] / "specs.py")
-SPEC = SPECS.lin("bugretrace", jax=("jit",), torch=("jit",), tensorflow=("jit",))
+SPEC = SPECS.lin("bugretrace", jax=("eager", "jit"), torch=("jit",), tensorflow=("jit",))
