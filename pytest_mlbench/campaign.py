@@ -13,8 +13,9 @@ process). A pass alternates two kinds of phase, comparison group by comparison g
   of on whichever ran then.
 
 The first pass is the full one (pipeline.py): every check, the cold compile time (the
-compile caches start empty), the first call and the peak memory. Later passes use the
-frameworks' compile caches and repeat only the checks a fresh process needs; every pass's
+compile caches start empty), the first call and the peak memory. Later passes load torch's
+and numba's kernels from those caches (XLA compiles in every process: engine/workers.
+compile_caches) and repeat only the checks a fresh process needs; every pass's
 timed rounds are audited.
 
 An A/B session has two lanes, the base revision's cases and this one's: their workers live

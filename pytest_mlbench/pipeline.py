@@ -5,10 +5,10 @@ worker pool answers the same commands whether it has one rank or several. The ch
 themselves are in verify.py (audit.py while timed), the references in reference.py.
 
 Every pass runs the same checks before timing, in a fresh process, against references the
-first pass computed (they are cached): every framework then traces and compiles the same
-functions in the same order in every process, which is what lets a later process find its
-compilations in the compile caches (TensorFlow names traced functions with a process-wide
-counter, and the name is part of its XLA cache key). Every pass's timed rounds are audited.
+first pass computed (they are cached): every framework traces and compiles the same
+functions in the same order in every process (torch and numba load from the session's
+compile caches what the first pass compiled; XLA compiles afresh: engine/workers.
+compile_caches). Every pass's timed rounds are audited.
 The first pass also measures the peak memory and checks loss and gradient where training
 took the parameters; later passes skip those two, which only repeat the first pass's.
 """

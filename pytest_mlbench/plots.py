@@ -1,6 +1,6 @@
 """Charts of saved runs, written as PNG and SVG: a group across implementations, step time
 against a dimension for a sweep (linreg), and machine against machine. Every bar and point
-carries the 95% interval of its estimate as an error bar.
+carries the interval of its estimate (the next run's, at stats.PREDICTION) as an error bar.
 
 Each chart function returns a matplotlib ``Figure`` built without pyplot (no global state, no
 display needed, the Agg canvas renders it), so tests can read its series before ``save``.

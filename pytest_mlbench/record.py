@@ -132,6 +132,7 @@ class Measure:
                 "faults_per_step": list(self.faults_per_step),
                 # derived, for readers that do not recompute: seconds per step
                 "step_s": est.value, "interval_s": [est.low, est.high],
+                "interval_level": stats.PREDICTION,
                 "gflops": self.gflops, "utilisation": self.utilisation,
                 "estimate": est.to_dict()}
 

@@ -179,8 +179,10 @@ def _procs(est: stats.Estimate | None) -> str:
 
 
 def table(rows: Sequence[Row]) -> list[str]:
-    """Baseline and current step time, change with its 95% interval, limit, p, verdict."""
-    header = ["benchmark", "baseline (ms)", "current (ms)", "change", "95% interval", "limit",
+    """Baseline and current step time, change with its confidence interval, limit, p,
+    verdict."""
+    header = ["benchmark", "baseline (ms)", "current (ms)", "change",
+              f"{stats.CONFIDENCE:.0%} interval", "limit",
               "p slower", "procs", "verdict"]
     body = []
     for r in rows:

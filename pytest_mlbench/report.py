@@ -1,6 +1,7 @@
 """The normalised table: per comparison group, each implementation's step time and its ratio to
 the fastest (or a reference), each with the interval a repeat run's figure will fall in (a
-Student-t prediction interval over the processes, stats.predicted): "next run 95%".
+Student-t prediction interval over the processes, stats.predicted): "next run 99%"
+(stats.PREDICTION).
 
 Two records with the same number of processes ran in the same session (processes interleave
 across cases), so their ratio is paired process by process and the host's slow moments cancel;
@@ -17,7 +18,8 @@ import numpy as np
 from pytest_mlbench import hostspeed, stats, tables
 from pytest_mlbench.record import Measure, Record
 
-HEADER = ("implementation", "step (ms)", "next run 95%", "normalised", "next run 95%",
+NEXT = f"next run {stats.PREDICTION:.0%}"
+HEADER = ("implementation", "step (ms)", NEXT, "normalised", NEXT,
           "GFLOP/s", "util", "compile (s)", "procs x rounds", "")
 
 

@@ -39,7 +39,11 @@ from scipy import special
 from scipy import stats as scipy_stats
 
 UNSTABLE = 0.10  # process medians further apart than this (max/min - 1) flag a figure unstable
-CONFIDENCE = 0.95
+CONFIDENCE = 0.95  # confidence intervals of a change (the gates' tables)
+# prediction intervals for the figure the next run will report (the normalised table, the
+# record's interval): a table of many figures compared with another run's would show one in
+# twenty outside its 95% interval by chance alone; at 99% (asv's level) one in a hundred
+PREDICTION = 0.99
 RESAMPLES = 2000
 MEDIAN_EFFICIENCY = math.sqrt(math.pi / 2)  # sd of a normal sample's median over its mean's
 
@@ -192,7 +196,7 @@ class Prior:
 
 
 def estimate(samples: Samples, *, seed: int = 0, resamples: int = RESAMPLES,
-             confidence: float = CONFIDENCE) -> Estimate:
+             confidence: float = PREDICTION) -> Estimate:
     """The figure (median of process medians), the interval a repeat run's figure will fall
     in (see ``predicted``; never narrower than the rounds' bootstrap), spread and modes."""
     clean = _clean(samples)
@@ -231,7 +235,7 @@ class Ratio:
 
 
 def ratio(baseline: Samples, current: Samples, *, seed: int = 0, resamples: int = RESAMPLES,
-          confidence: float = CONFIDENCE) -> Ratio:
+          confidence: float = CONFIDENCE, prediction: float = PREDICTION) -> Ratio:
     """Independent samples (two runs, each its own processes): Welch's t-test on the logs of
     the process medians, the ratio being that of their geometric means. Below two processes
     a side, a bootstrap over rounds (which cannot see between-process spread; the gate says
@@ -241,17 +245,17 @@ def ratio(baseline: Samples, current: Samples, *, seed: int = 0, resamples: int 
     lc = np.log([np.median(c) for c in cur])
     if len(base) < 2 or len(cur) < 2:
         return _rounds_ratio(base, cur, center(current) / center(baseline), seed, resamples,
-                             confidence)
+                             (confidence, prediction))
     vb, vc = np.var(lb, ddof=1) / len(lb), np.var(lc, ddof=1) / len(lc)
     se = math.sqrt(vb + vc)
     df = float((vb + vc) ** 2 / (vb**2 / (len(lb) - 1) + vc**2 / (len(lc) - 1))) if se else 1.0
-    return _t_ratio(float(lc.mean() - lb.mean()), se, max(df, 1.0), confidence,
+    return _t_ratio(float(lc.mean() - lb.mean()), se, max(df, 1.0), (confidence, prediction),
                     min(len(lb), len(lc)))
 
 
 def paired_ratio(baseline: Samples, current: Samples, *, seed: int = 0,
                  resamples: int = RESAMPLES, confidence: float = CONFIDENCE,
-                 prior: Prior | None = None) -> Ratio:
+                 prediction: float = PREDICTION, prior: Prior | None = None) -> Ratio:
     """Paired samples (A/B interleaved in one job, or two cases of one session): process i
     of the baseline ran beside process i of the current, so each pair contributes the log of
     the ratio of its two medians and slow periods of the host cancel in the pair. A paired
@@ -261,7 +265,8 @@ def paired_ratio(baseline: Samples, current: Samples, *, seed: int = 0,
     base, cur = _clean(baseline), _clean(current)
     logs = _paired_logs(base, cur)
     if len(logs) < 2:
-        found = _rounds_ratio(base, cur, float(np.exp(logs[0])), seed, resamples, confidence)
+        found = _rounds_ratio(base, cur, float(np.exp(logs[0])), seed, resamples,
+                              (confidence, prediction))
         return replace(found, p_slower=1.0, p_faster=1.0)
     var, df = float(np.var(logs, ddof=1)), float(len(logs) - 1)
     if prior is not None:
@@ -269,7 +274,7 @@ def paired_ratio(baseline: Samples, current: Samples, *, seed: int = 0,
     se = math.sqrt(var / len(logs))
     # the figure is the median pair (one odd process, such as a session's first, which
     # runs while the host is still settling, does not move it); the test is on the mean
-    return _t_ratio(float(logs.mean()), se, df, confidence, len(logs),
+    return _t_ratio(float(logs.mean()), se, df, (confidence, prediction), len(logs),
                     center=float(np.median(logs)), efficiency=MEDIAN_EFFICIENCY)
 
 
@@ -285,34 +290,37 @@ def _paired_logs(base: list[np.ndarray], cur: list[np.ndarray]) -> np.ndarray:
     return np.log([np.median(c) / np.median(b) for b, c in zip(base, cur, strict=True)])
 
 
-def _t_ratio(diff: float, se: float, df: float, confidence: float, pairs: int,
+def _t_ratio(diff: float, se: float, df: float, levels: tuple[float, float], pairs: int,
              center: float | None = None, efficiency: float = 1.0) -> Ratio:
     """A Ratio from a difference of logs and its standard error, Student-t with ``df``:
     the p-values test ``diff``; the figure is ``center`` (default ``diff``), its intervals
-    ``efficiency`` times as wide as the mean's (a median's are wider)."""
-    q = t_quantile(confidence, df)
+    ``efficiency`` times as wide as the mean's (a median's are wider): a confidence interval
+    and a prediction interval for the next run, at ``levels`` (confidence, prediction)."""
     if se > 0:
         p_slower = float(scipy_stats.t.sf(diff / se, df))
         p_faster = float(scipy_stats.t.cdf(diff / se, df))
     else:  # every process agreed exactly: the sign alone decides
         p_slower, p_faster = (0.0 if diff > 0 else 1.0), (0.0 if diff < 0 else 1.0)
     mid = diff if center is None else center
-    half = q * se * efficiency
-    nxt = half * math.sqrt(2)  # a repeat run has its own error as large again
+    half = t_quantile(levels[0], df) * se * efficiency
+    # a repeat run has its own error as large again
+    nxt = t_quantile(levels[1], df) * se * efficiency * math.sqrt(2)
     return Ratio(math.exp(mid), math.exp(mid - half), math.exp(mid + half),
                  p_slower, p_faster, math.exp(mid - nxt), math.exp(mid + nxt), pairs)
 
 
 def _rounds_ratio(base: list[np.ndarray], cur: list[np.ndarray], value: float, seed: int,
-                  resamples: int, confidence: float) -> Ratio:
-    """Below two processes a side: a bootstrap over rounds, blind to between-process spread."""
+                  resamples: int, levels: tuple[float, float]) -> Ratio:
+    """Below two processes a side: a bootstrap over rounds, blind to between-process spread
+    (its quantiles at ``levels``: confidence, prediction)."""
     rng = np.random.default_rng(seed)
     boot = _boot_centers(cur, rng, resamples) / _boot_centers(base, rng, resamples)
-    tail = (1 - confidence) / 2
-    low, high = (float(q) for q in np.quantile(boot, [tail, 1 - tail]))
+    (low, high), (next_low, next_high) = (
+        (min(float(np.quantile(boot, (1 - level) / 2)), value),
+         max(float(np.quantile(boot, (1 + level) / 2)), value)) for level in levels)
     # one-sided p-values from the bootstrap distribution, never exactly 0
     floor = 1 / (len(boot) + 1)
     p_slower = max(float(np.mean(boot <= 1.0)), floor)
     p_faster = max(float(np.mean(boot >= 1.0)), floor)
-    low, high = min(low, value), max(high, value)
-    return Ratio(value, low, high, p_slower, p_faster, low, high, min(len(base), len(cur)))
+    return Ratio(value, low, high, p_slower, p_faster, next_low, next_high,
+                 min(len(base), len(cur)))

@@ -57,8 +57,8 @@ def test_table_has_intervals_ratios_utilisation_and_counts() -> None:
     slow = Record(identity("numpy-eager"), "b", measure(2e-3, seed=1, rounds=12))
     lines = report.normalised_table([slow, fast])
     assert lines[0] == "mlp cpu fp32"
-    assert cols(lines[1]) == ["implementation", "step", "(ms)", "next", "run", "95%",
-                              "normalised", "next", "run", "95%", "GFLOP/s", "util", "compile",
+    assert cols(lines[1]) == ["implementation", "step", "(ms)", "next", "run", "99%",
+                              "normalised", "next", "run", "99%", "GFLOP/s", "util", "compile",
                               "(s)", "procs", "x", "rounds"]
     jax, numpy = lines[2].split(), lines[3].split()
     assert jax[0] == "jax-jit" and float(jax[1]) == pytest.approx(1.0, rel=0.05)

@@ -4,10 +4,11 @@
 
 Each run is a separate pytest session (``pytest suites <args> --benchmark-json=...``). For every
 comparison group, each implementation's step time normalised to one reference implementation
-(the fastest of the first run, fixed for all runs) is shown per run with the 95% interval the
-run predicts for a repeat run, then the spread across runs (largest / smallest - 1) and whether
-every run's interval contains every other run's median. A figure holds when the spread is at
-most ``--limit`` and the intervals contain the other runs' medians.
+(the fastest of the first run, fixed for all runs) is shown per run with the interval the
+run predicts for a repeat run (99%, stats.PREDICTION), then the spread across runs (largest /
+smallest - 1) and whether every run's interval contains every other run's median. A figure
+holds when the spread is at most ``--limit`` and the intervals contain the other runs'
+medians.
 """
 
 from __future__ import annotations
@@ -133,7 +134,7 @@ def main() -> int:
     runs, host = [records(r) for r in loaded], host_rows(loaded)
     refs = {group: reference(found) for group, found in runs[0].items()}
     found_ratios = [ratios(run, refs) for run in runs]
-    header = ["implementation", *(f"run {i + 1}: ratio [next run 95%]" for i in range(args.runs)),
+    header = ["implementation", *(f"run {i + 1}: ratio [{report.NEXT}]" for i in range(args.runs)),
               "spread", f"within {args.limit:.0%} and intervals"]
     total = 0
     for group in runs[0]:
