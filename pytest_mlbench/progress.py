@@ -28,7 +28,7 @@ class Progress:
 
     def eta(self, done: int, p: int) -> str:
         """Time spent, and what is left. The first process of a timed session also computes
-        the references, compiles cold and fills the compile caches (about three times a later
+        the references, compiles cold and fills the compile caches (about 1.7 times a later
         process's time on the main job here), so while it runs only its own rest is foretold,
         and the later processes' rest from the later processes' pace."""
         total = self.groups * self.passes

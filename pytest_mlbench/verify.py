@@ -344,13 +344,13 @@ def check_finish(ctx: Context, finish: Mapping[str, Any]) -> None:
     compiles = finish["compiles"]
     assert_variant_applied(finish["traces"], cid.variant, where=ctx.where)
     assert_eager(compiles, cid.variant, where=ctx.where)
+    if finish["policy"]:  # before the compilations: a changed setting makes JAX compile again
+        raise AssertionError(f"{ctx.where}: precision policy {ctx.policy.name} no longer holds "
+                             f"after timing: {finish['policy']}")
     # every compilation counts while timed, the framework's own too (eager dispatch compiling
     # a primitive for a new value each step); a base revision's worker may not count them
     timed = finish.get("backend_compiles", compiles)
     assert_no_retrace(timed.get("timing", 0), 0, where=ctx.where)
-    if finish["policy"]:
-        raise AssertionError(f"{ctx.where}: precision policy {ctx.policy.name} no longer holds "
-                             f"after timing: {finish['policy']}")
     if cid.task.kind == "train":
         assert_dtypes(finish["dtypes"], ctx.policy.dtype, where=f"{ctx.where} params after "
                                                                 "timing")
