@@ -272,8 +272,8 @@ def paired_ratio(baseline: Samples, current: Samples, *, seed: int = 0,
     if prior is not None:
         var, df = prior.moderate(var, df)
     se = math.sqrt(var / len(logs))
-    # the figure is the median pair (one odd process, such as a session's first, which
-    # runs while the host is still settling, does not move it); the test is on the mean
+    # the figure is the median pair (one odd process, in a slow stretch of the host, does
+    # not move it); the test is on the mean
     return _t_ratio(float(logs.mean()), se, df, (confidence, prediction), len(logs),
                     center=float(np.median(logs)), efficiency=MEDIAN_EFFICIENCY)
 

@@ -60,10 +60,10 @@ class Trainer:
         grads = model.value_and_grad or jax.value_and_grad(model.fn("loss"))
         tx = self.tx
 
-        # eager: this step op by op, optax's own jitted helpers (Adam's bias correction) as
-        # optax ships them. Run op by op too (jax.disable_jit), the correction's step count is
-        # a concrete integer power, which compiled a new integer_pow at every step: compile
-        # time in every timed round (frameworks/jax_._Compiles)
+        # eager: this step op by op; optax's own jitted helpers (Adam's bias correction) run
+        # as optax ships them. Under jax.disable_jit the correction's step count is a
+        # concrete integer, and its power compiled a new integer_pow at every step: compile
+        # time in every timed round (which frameworks/jax_._Compiles now counts)
         def train_step(p: Any, opt_state: Any, data: Any) -> Any:
             loss, g = grads(p, data)
             updates, opt_state = tx.update(g, opt_state, p)

@@ -77,7 +77,9 @@ class Adapter(Protocol):
 
     def compile_events(self) -> int:
         """User-level compilations in this process so far (dynamo graphs, tf.function traces,
-        jitted functions of user code): rises only when something compiles."""
+        jitted functions of user code): rises only when something compiles. An adapter whose
+        framework also compiles behind the user's back (JAX's eager dispatch) adds
+        ``backend_compiles()``, every compilation: nothing may rise while timed."""
 
     def census(self, root: Any) -> tuple[int, str] | None:
         """Trainable elements the framework enumerates behind ``root`` (an implementation's

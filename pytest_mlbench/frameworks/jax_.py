@@ -55,8 +55,8 @@ class _Compiles(logging.Handler):
 
     The implementation's own are the functions JAX explains as traced for the first time
     (its own jnp functions are left out) that are then compiled for a backend: a jit of the
-    implementation's, which an eager variant may not have. A function defined in an installed
-    library is the library's way of running as shipped, not the implementation's jit (optax
+    implementation's, which an eager variant may not have. A function defined in one of
+    LIBRARIES is the library's way of running as shipped, not the implementation's jit (optax
     jits Adam's bias correction; torch's own TorchScript is treated alike): an eager step
     may call it, and it still counts in ``all``."""
 
