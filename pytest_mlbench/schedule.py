@@ -10,13 +10,16 @@ import numpy as np
 
 from pytest_mlbench import data
 
-# interleaving cycles per pass: each case takes a turn in every cycle (up to its rounds / 2,
-# its rounds shared out evenly, so that a turn records at least two rounds after its dropped
-# one); even, so that the two sides of an A/B pair go first equally often (ABAB..., then
-# BABA...). Six spread a pass's rounds over its timed phase; every turn costs a dropped round
-# and a move of the threads.
+# interleaving cycles per pass: each case takes a turn in every cycle, its rounds shared out
+# evenly, one recorded round a turn at least (after the turn's dropped one); even, so that the
+# two sides of an A/B pair go first equally often (ABAB..., then BABA...). A turn is a moment of
+# the host: the host's speed drifts within a pass (on the 2-core reference machine by 5-15%
+# over a minute, most for cache-bound compiled steps), and a case whose rounds all fell in one
+# turn carried that moment into its figure (vit's torch-jit, three rounds in one turn: 5-6%
+# between processes; the same case in six turns: 2%, docs/GATE.md). Every turn costs a dropped
+# round and a move of the threads.
 CYCLES = 6
-MIN_ROUNDS_PER_PROCESS = 3
+MIN_ROUNDS_PER_PROCESS = CYCLES  # one round in every cycle: a process's figure is the median
 AUDIT_EVERY = 50  # one audited round, and one more per this many
 
 
@@ -24,9 +27,10 @@ def rounds_per_process(fixed: int | None, round_s: float, processes: int, max_ti
                        min_rounds: int) -> int:
     """Recorded rounds of one case in one process: a shape's fixed count, or
     ``--benchmark-max-time`` and ``--benchmark-min-rounds`` shared out over the processes,
-    and at least MIN_ROUNDS_PER_PROCESS (a process's figure is the median of its rounds: one
-    odd round must not move it). More rounds in a process narrow nothing that matters: the
-    spread that repeats from run to run lives between processes."""
+    and at least MIN_ROUNDS_PER_PROCESS, one in every cycle (a process's figure is the median
+    of rounds taken at six moments of its pass: neither one odd round nor one slow moment of
+    the host moves it). More rounds in a process narrow nothing that matters: the spread that
+    repeats from run to run lives between processes and between moments."""
     if fixed:
         return max(1, math.ceil(fixed / processes))
     floor = max(MIN_ROUNDS_PER_PROCESS, math.ceil(min_rounds / processes))
@@ -34,9 +38,9 @@ def rounds_per_process(fixed: int | None, round_s: float, processes: int, max_ti
 
 
 def turns(rounds: int, cycles: int = CYCLES) -> list[int]:
-    """A pass's rounds shared out over its turns as evenly as can be (7 rounds: 2, 2 and 3,
-    never 3, 3 and 1), one turn a cycle from the first, two rounds a turn at least."""
-    count = min(cycles, max(1, rounds // 2))
+    """A pass's rounds shared out over its turns as evenly as can be (8 rounds: 1, 1, 2, 1, 1
+    and 2; never 3, 3 and 2), one turn a cycle from the first, one round a turn at least."""
+    count = min(cycles, max(1, rounds))
     return [rounds * (k + 1) // count - rounds * k // count for k in range(count)]
 
 
