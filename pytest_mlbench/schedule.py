@@ -13,11 +13,11 @@ from pytest_mlbench import data
 # interleaving cycles per pass: each case takes a turn in every cycle, its rounds shared out
 # evenly, one recorded round a turn at least (after the turn's dropped one); even, so that the
 # two sides of an A/B pair go first equally often (ABAB..., then BABA...). A turn is a moment of
-# the host: the host's speed drifts within a pass (on the 2-core reference machine by 5-15%
-# over a minute, most for cache-bound compiled steps), and a case whose rounds all fell in one
-# turn carried that moment into its figure (vit's torch-jit, three rounds in one turn: 5-6%
-# between processes; the same case in six turns: 2%, docs/GATE.md). Every turn costs a dropped
-# round and a move of the threads.
+# the host, whose speed drifts within a pass (on the 2-core reference machine one case's turns
+# within a pass by up to 15%, cache-bound compiled steps the most), and a case whose rounds
+# all fell in one turn carried that moment into its figure (vit's torch-jit, three rounds in
+# one turn: 5-6% between processes; in six turns: 2%, docs/GATE.md). Every turn costs a
+# dropped round and a move of the threads.
 CYCLES = 6
 MIN_ROUNDS_PER_PROCESS = CYCLES  # one round in every cycle: a process's figure is the median
 AUDIT_EVERY = 50  # one audited round, and one more per this many
