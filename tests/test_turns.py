@@ -208,10 +208,10 @@ def test_a_campaign_counts_its_groups_and_passes_for_the_progress_line() -> None
 def test_a_pass_shares_its_rounds_out_evenly_over_its_turns(
         rounds: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """A case takes a turn in every cycle it has a round for, one recorded round a turn at
-    least (after its dropped one): a 7-round case took 3, 3 and 1 once, and a 5-round one
-    (vit's torch-jit in the main job) 2 and 3, all its rounds at two moments of the pass. The
-    turns add up to the pass's rounds; an A/B pair's sides take the same turns, the side that
-    goes first alternating."""
+    least (after its dropped one): a 5-round case takes five turns of one, where two rounds a
+    turn at least gave it 2 and 3, all its rounds at two moments of the pass (vit's torch-jit
+    in the main job). The turns add up to the pass's rounds; an A/B pair's sides take the same
+    turns, the side that goes first alternating."""
     campaign = campaign_of(True)
     run = lambda side: SimpleNamespace(  # noqa: E731
         ctx=SimpleNamespace(cid=SimpleNamespace(name="c")), spec={"name": "c"}, side=side,
