@@ -3,34 +3,64 @@
 What a workload folder may import is here (ADDING_WORKLOADS.md): the spec types, the task
 and optimizer constructors, the loader for sibling files, and the builders
 (``functional.jax(forward, loss)`` and one per framework). Importing this package imports no
-framework.
+framework, and no NumPy either: each name is imported from its module on first use (PEP 562),
+so that the pytest plugin, loaded into every session of its environment, starts light.
 """
 
 from __future__ import annotations
 
-from pytest_mlbench import functional
-from pytest_mlbench.catalogue import load_suite_file
-from pytest_mlbench.data import digest
-from pytest_mlbench.optim import Optimizer, adam, adamw, momentum, sgd
+import importlib
+from typing import TYPE_CHECKING, Any
 
-# a Trainer around a hand-written step function (steps.py), the level below the builders
-from pytest_mlbench.steps import FunctionalSGD, StepTrainer, sgd_step, torch_value_and_grad
-from pytest_mlbench.workload import (
-    Arrays,
-    Shape,
-    Task,
-    Tolerance,
-    Tolerances,
-    Workload,
-    infer,
-    train,
-    transform,
-)
+if TYPE_CHECKING:
+    from pytest_mlbench import functional
+    from pytest_mlbench.catalogue import load_suite_file
+    from pytest_mlbench.data import digest
+    from pytest_mlbench.optim import Optimizer, adam, adamw, momentum, sgd
+    from pytest_mlbench.steps import FunctionalSGD, StepTrainer, sgd_step, torch_value_and_grad
+    from pytest_mlbench.workload import (
+        Arrays,
+        Shape,
+        Task,
+        Tolerance,
+        Tolerances,
+        Workload,
+        infer,
+        train,
+        transform,
+    )
 
 __version__ = "0.2.0"
+
+# public name -> the module that defines it
+_HOME = {
+    "functional": "pytest_mlbench.functional",
+    "load_suite_file": "pytest_mlbench.catalogue",
+    "digest": "pytest_mlbench.data",
+    **dict.fromkeys(("Optimizer", "sgd", "momentum", "adam", "adamw"), "pytest_mlbench.optim"),
+    # a Trainer around a hand-written step function, the level below the builders
+    **dict.fromkeys(("StepTrainer", "FunctionalSGD", "sgd_step", "torch_value_and_grad"),
+                    "pytest_mlbench.steps"),
+    **dict.fromkeys(("Workload", "Shape", "Task", "Tolerance", "Tolerances", "train", "infer",
+                     "transform", "Arrays"), "pytest_mlbench.workload"),
+}
 __all__ = [
     "__version__", "Workload", "Shape", "Task", "Tolerance", "Tolerances", "train", "infer",
     "transform", "Optimizer", "sgd", "momentum", "adam", "adamw", "load_suite_file",
     "functional", "Arrays", "digest",
     "StepTrainer", "FunctionalSGD", "sgd_step", "torch_value_and_grad",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    # not cached here: the module in sys.modules is the one asked every time (a test session
+    # that unloads and re-imports modules, as pytester does, gets its classes, not stale ones)
+    module = importlib.import_module(home)
+    return module if home.rsplit(".", 1)[-1] == name else getattr(module, name)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

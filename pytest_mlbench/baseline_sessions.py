@@ -21,10 +21,9 @@ from pytest_benchmark.utils import safe_dumps
 
 from pytest_mlbench import __version__, fingerprint, machine, regression, runs
 from pytest_mlbench.baseline import BaselineError, BaselineStorage, is_explicit
-from pytest_mlbench.options import GateSettings, OptionError, parse_percent
+from pytest_mlbench.options import GATE_MARKER, GateSettings, OptionError, parse_percent
 
-MARKER = ("mlbench_gate(threshold): per-benchmark gate threshold, a percentage such as '25%' "
-          "(default: --mlbench-gate-threshold)")
+MARKER = GATE_MARKER
 PARTIAL_OPTION = "--mlbench-save-partial"
 INCOMPLETE = {pytest.ExitCode.INTERRUPTED: "interrupted",
               pytest.ExitCode.TESTS_FAILED: "tests failed or errored",

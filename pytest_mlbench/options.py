@@ -16,6 +16,11 @@ from typing import Any
 
 from pytest_mlbench.precision import POLICIES
 
+# the gate's marker, registered by plugin.py in every session (its text lives here, with the
+# --mlbench-gate-threshold it defaults to, so that registering it imports nothing heavy)
+GATE_MARKER = ("mlbench_gate(threshold): per-benchmark gate threshold, a percentage such as '25%' "
+               "(default: --mlbench-gate-threshold)")
+
 FRAMEWORKS = ("numpy", "numba", "autograd", "jax", "torch", "tensorflow")
 FRAMEWORK_ALIASES = {"np": "numpy", "pytorch": "torch", "tf": "tensorflow"}
 VARIANTS = ("eager", "jit", "xla")

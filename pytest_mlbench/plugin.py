@@ -10,25 +10,18 @@ the plugin.
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pytest
 
-from pytest_mlbench import (
-    ab,
-    baseline_sessions,
-    data,
-    frameworks,
-    hookspec,
-    hostspeed,
-    machine,
-    parametrize,
-    report,
-)
-from pytest_mlbench.case import CaseId
+# Only light modules here: this file is imported into every pytest session of the
+# environment, and a guest must not slow the host's start-up (tests/test_citizen.py measures
+# it). NumPy, SciPy, the engine and the reports load inside the hooks of a session that runs
+# the plugin's own cases.
+from pytest_mlbench import frameworks, hookspec
 from pytest_mlbench.options import (
     FRAMEWORKS,
+    GATE_MARKER,
     Option,
     OptionError,
     Settings,
@@ -37,11 +30,14 @@ from pytest_mlbench.options import (
     gate_option_table,
     option_table,
 )
-from pytest_mlbench.parametrize import Broken
 from pytest_mlbench.precision import POLICIES, Policy
-from pytest_mlbench.reference import Reference
 from pytest_mlbench.session import CASE_FIXTURE, RunState, uses_own_fixtures
-from pytest_mlbench.timing import mark_used, record_rounds
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from pytest_mlbench.case import CaseId
+    from pytest_mlbench.parametrize import Broken
 
 STATE = pytest.StashKey[RunState]()
 MARKER = "mlbench: a pytest-mlbench case (select them with -m mlbench)"
@@ -78,9 +74,14 @@ def pytest_configure(config: pytest.Config) -> None:
     state = config.stash[STATE] = RunState(config, settings, registry)
     config.addinivalue_line("markers", MARKER)
     config.addinivalue_line("markers", MAIN_MARKER)
-    config.addinivalue_line("markers", baseline_sessions.MARKER)
-    baseline_sessions.register(config, gate_settings)  # --mlbench-save, --mlbench-gate
+    config.addinivalue_line("markers", GATE_MARKER)
+    if gate_settings.save or gate_settings.gate:  # --mlbench-save, --mlbench-gate
+        from pytest_mlbench import baseline_sessions
+
+        baseline_sessions.register(config, gate_settings)
     if settings.ab:
+        from pytest_mlbench import ab
+
         state.ab, state.base = ab.register(config, settings.ab, gate_settings, state.root)
 
 
@@ -107,6 +108,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     names = metafunc.fixturenames
     if not any(n.startswith("mlbench_") for n in names):
         return  # not ours: leave the test exactly as it is
+    from pytest_mlbench import parametrize
+
     state = metafunc.config.stash[STATE]
     if CASE_FIXTURE in names:
         cases = state.cases()
@@ -199,6 +202,8 @@ def mlbench_precision(request: pytest.FixtureRequest) -> Policy:
 @pytest.fixture
 def mlbench_rng(request: pytest.FixtureRequest, mlbench_settings: Settings) -> np.random.Generator:
     """A NumPy Generator from --mlbench-seed and the test's id: same seed, same bytes."""
+    from pytest_mlbench import data
+
     return data.generator(mlbench_settings.seed, request.node.nodeid)
 
 
@@ -209,6 +214,9 @@ class SessionCase:
         self.id, self.state, self.session = cid, state, session
 
     def run(self, benchmark: Any) -> None:
+        from pytest_mlbench.parametrize import Broken
+        from pytest_mlbench.timing import mark_used, record_rounds
+
         if isinstance(self.id, Broken):
             mark_used(benchmark)
             pytest.fail(self.id.message(), pytrace=False)
@@ -237,6 +245,10 @@ class WorkloadReference:
     def verify(self) -> None:
         """Every task's float64 reference agrees with finite differences of the model (and
         the two autodiff oracles agree, when both are installed)."""
+        from pytest_mlbench import data
+        from pytest_mlbench.parametrize import Broken
+        from pytest_mlbench.reference import Reference
+
         if isinstance(self.param, Broken):
             pytest.fail(self.param.message(), pytrace=False)
         workload, shape = self.param
@@ -257,6 +269,10 @@ class WorkloadReference:
 
 
 def _outputs_shape(workload: Any, task: Any, params: Any, inputs: Any) -> Any:
+    import numpy as np
+
+    from pytest_mlbench import data
+
     if task.transform != "vjp":
         return None
     return tuple(np.shape(workload.forward(np, data.widen(params), data.widen(inputs))))
@@ -274,6 +290,8 @@ def mlbench_workload(request: pytest.FixtureRequest) -> WorkloadReference:
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
     state = config.stash.get(STATE, None)
     if state is not None and state.own_items:  # other projects' JSON stays as it was
+        from pytest_mlbench import machine
+
         machine_info["mlbench"] = machine.machine_info()
         if probe := state.host_probe():  # per run: never part of the machine's id
             machine_info["mlbench"]["host_probe"] = probe
@@ -283,6 +301,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     state = config.stash.get(STATE, None)
     records = [r for r in (state.records if state else []) if r.measure is not None]
     if records:
+        from pytest_mlbench import hostspeed, report
+
         terminalreporter.section("mlbench: step time normalised to the fastest")
         for line in report.normalised_table(records):
             terminalreporter.write_line(line)

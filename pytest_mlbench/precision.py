@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from pytest_mlbench.errors import Unsupported
 
 
@@ -35,6 +33,8 @@ POLICIES: dict[str, Policy] = {
 
 def numpy_dtype(policy: Policy) -> Any:
     """The NumPy dtype for a policy; bfloat16 comes from ml_dtypes (a JAX and TF dependency)."""
+    import numpy as np  # here, not at import: the plugin's start-up loads no NumPy
+
     if policy.dtype != "bfloat16":
         return np.dtype(policy.dtype)
     try:

@@ -21,21 +21,21 @@ import threading
 from collections.abc import Mapping
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_mlbench import catalogue, frameworks, parametrize
-from pytest_mlbench.ab import BASE, ABSession, BaseSide
-from pytest_mlbench.campaign import Campaign, Lane, Plan
-from pytest_mlbench.case import CaseId
-from pytest_mlbench.catalogue import Catalogue
-from pytest_mlbench.engine.launcher import Launch
-from pytest_mlbench.engine.workers import Side
+from pytest_mlbench import frameworks
 from pytest_mlbench.options import Settings
-from pytest_mlbench.oracle import OracleService
-from pytest_mlbench.record import Record
-from pytest_mlbench.results import Outcome, key_of
+
+if TYPE_CHECKING:  # the rest loads when a session runs the plugin's cases (a guest starts light)
+    from pytest_mlbench.ab import ABSession, BaseSide
+    from pytest_mlbench.campaign import Campaign, Plan
+    from pytest_mlbench.case import CaseId
+    from pytest_mlbench.catalogue import Catalogue
+    from pytest_mlbench.oracle import OracleService
+    from pytest_mlbench.record import Record
+    from pytest_mlbench.results import Outcome
 
 CASE_FIXTURE = "mlbench_case"
 OWN_FIXTURES = ("mlbench_case", "mlbench_workload", "mlbench_framework", "mlbench_device",
@@ -50,7 +50,7 @@ class RunState:
         self._catalogue: Catalogue | None = None
         self.outcomes: dict[str, Outcome] | None = None
         self.records: list[Record] = []
-        self.oracle = OracleService()
+        self._oracle: OracleService | None = None
         self._writing = threading.Lock()
         self.ab: ABSession | None = None  # --mlbench-ab: the judge, and the base side
         self.base: BaseSide | None = None
@@ -65,12 +65,26 @@ class RunState:
         return self.config.rootpath / str(self.config.getini("mlbench_suites") or "suites")
 
     @property
+    def oracle(self) -> OracleService:
+        """The float64 autodiff oracle's service, made on first use (it starts no process
+        until a reference needs one)."""
+        if self._oracle is None:
+            from pytest_mlbench.oracle import OracleService
+
+            self._oracle = OracleService()
+        return self._oracle
+
+    @property
     def catalogue(self) -> Catalogue:
         if self._catalogue is None:
+            from pytest_mlbench import catalogue
+
             self._catalogue = catalogue.discover(self.root, self.registry)
         return self._catalogue
 
     def cases(self, found_in: Catalogue | None = None) -> list[CaseId]:
+        from pytest_mlbench import parametrize
+
         source = found_in or self.catalogue
         found = list(parametrize.enumerate_cases(source.workloads, self.settings,
                                                  self.registry))
@@ -80,6 +94,8 @@ class RunState:
     # -- the campaign -----------------------------------------------------------------------
 
     def plan(self) -> Plan:
+        from pytest_mlbench.campaign import Plan
+
         bench = getattr(self.config, "_benchmarksession", None)
         timing = bench is not None and not bench.disabled
         opt = self.config.getoption
@@ -106,10 +122,16 @@ class RunState:
             self._start(session)
 
     def _selected(self, session: pytest.Session) -> dict[str, CaseId]:
+        from pytest_mlbench.case import CaseId
+
         return {c.name: c for c in (_case_of(item) for item in session.items)
                 if isinstance(c, CaseId) and not _skipped(c, self.registry)}
 
     def _start(self, session: pytest.Session) -> None:
+        from pytest_mlbench.campaign import Campaign, Lane
+        from pytest_mlbench.engine.launcher import Launch
+        from pytest_mlbench.engine.workers import Side
+
         self._runnable = self._selected(session)
         entries = {name: frameworks.entry(self.registry[name]) for name in self.registry}
         lanes = [Lane(Side(root=str(self.root)), self.catalogue, tuple(self._runnable.values()))]
@@ -135,6 +157,8 @@ class RunState:
             self._wait()
             self.outcomes = self._found.result(timeout=0)  # raises the campaign's error
             self._judge_ab(self._runnable)
+        from pytest_mlbench.results import Outcome
+
         return self.outcomes.get(cid.name) or Outcome(
             "error", f"{cid.name} was not part of this session's campaign")
 
@@ -166,8 +190,11 @@ class RunState:
                 return
             self.progress(line)
 
-    def _base_lane(self, runnable: Mapping[str, CaseId]) -> Lane:
+    def _base_lane(self, runnable: Mapping[str, CaseId]) -> Any:
         """The base revision's cases of the same names, from the base's own catalogue."""
+        from pytest_mlbench import catalogue
+        from pytest_mlbench.campaign import Lane
+
         assert self.base is not None
         found = catalogue.discover(Path(self.base.side.root), self.registry)
         cases = tuple(c for c in self.cases(found) if c.name in runnable)
@@ -176,6 +203,10 @@ class RunState:
     def _judge_ab(self, runnable: Mapping[str, CaseId]) -> None:
         if self.ab is None or self.outcomes is None:
             return
+        from pytest_mlbench.ab import BASE
+        from pytest_mlbench.engine.workers import Side
+        from pytest_mlbench.results import key_of
+
         base = Side(BASE)
         self.ab.judge({name: (self.outcomes.get(key_of(base, cid)), self.outcomes[name])
                        for name, cid in runnable.items()})
@@ -196,7 +227,8 @@ class RunState:
 
     def close(self) -> None:
         self._stop()  # a session that ends early (-x, Ctrl-C) ends a campaign still running
-        self.oracle.close()
+        if self._oracle is not None:
+            self._oracle.close()
         if self.base is not None:
             self.base.close()
 

@@ -7,12 +7,24 @@ import importlib.util
 import inspect
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_mlbench.errors import Unavailable
-from pytest_mlbench.frameworks.base import Adapter, Compiled
+
+if TYPE_CHECKING:
+    from pytest_mlbench.frameworks.base import Adapter, Compiled
 
 __all__ = ["Adapter", "Compiled", "BUILTIN", "missing_reason", "load", "entry"]
+
+
+def __getattr__(name: str) -> Any:
+    """``Adapter`` and ``Compiled`` from base.py on first use (it imports NumPy): the plugin's
+    start-up reads BUILTIN only."""
+    if name in ("Adapter", "Compiled"):
+        from pytest_mlbench.frameworks import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 # name -> "module:Class" (or "/path/to/file.py:Class"); hooks may add more through
 # pytest_mlbench_adapters, as classes or such strings.
