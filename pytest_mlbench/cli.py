@@ -64,7 +64,25 @@ def parser() -> argparse.ArgumentParser:
                           "in the order they ran, and the host probe before each")
     rep.add_argument("--plots", type=Path, default=None, metavar="DIR",
                      help="also write PNG and SVG charts to DIR. Default: no charts")
+    ini = sub.add_parser("init", help="set the plugin up in your own project: the ini setting, "
+                                      "the suites folder's test file and an example workload")
+    ini.add_argument("root", nargs="?", type=Path, default=Path("."),
+                     help="the project's root folder. Default: the current folder")
+    ini.add_argument("--suites", default="benchmarks",
+                     help="the folder of workload folders, inside the project. Default: benchmarks")
     return top
+
+
+def init(args: argparse.Namespace) -> int:
+    from pytest_mlbench import scaffold
+
+    try:
+        lines = scaffold.init(args.root, args.suites)
+    except scaffold.InitError as exc:
+        print(f"{PROG} init: error: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(lines))
+    return 0
 
 
 def load(ref: str, baselines: str) -> Run:
@@ -175,6 +193,8 @@ def run(args: argparse.Namespace, plots: ModuleType | None) -> tuple[Lines, int]
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.command == "init":
+        return init(args)
     plots = plots_module() if args.plots else None
     if args.plots and plots is None:
         print(f"{PROG}: charts skipped: matplotlib is not installed ({EXTRA})", file=sys.stderr)

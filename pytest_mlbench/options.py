@@ -252,10 +252,13 @@ def option_table(frameworks: tuple[str, ...] = FRAMEWORKS) -> tuple[Option, ...]
                "comma list of worker counts (devices or processes); counts above 1 add "
                "data-parallel cases for the implementations that declare them", parse_workers,
                many=True),
-        Option("threads", "all",
+        # one by default: on a busy or small host, a framework's second compute thread shares a
+        # core with the OS and the harness, and eager dispatch then slows by up to 30x (torch
+        # eager, 2 cores); every framework gets the same count, so the comparison is fair
+        Option("threads", "1",
                "compute threads of every framework in every case (torch, TF intra-op, XLA, "
-               "BLAS, numba), set through each framework's controls and verified: all (every "
-               "usable core) or a number", parse_threads),
+               "BLAS, numba), set through each framework's controls and verified: a number, or "
+               "all (every usable core)", parse_threads),
         Option("processes", str(DEFAULT_PROCESSES),
                "fresh worker processes each timed case is sampled in (variance lives between "
                "processes); more gives tighter intervals and takes longer", parse_processes),

@@ -58,8 +58,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                         help=f"{option.help}. Default: {option.default or '(off)'}; "
                              f"ini: {option.key}.".replace("%", "%%"))  # argparse formats help
         parser.addini(option.key, option.help, type="args", default=None)
+    # default "" (read as suites/): a project that sets it explicitly is told when its workloads
+    # went uncollected (session.idle_suites_line)
     parser.addini("mlbench_suites", "folder holding the workload folders (default: suites)",
-                  default="suites")
+                  default="")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -157,8 +159,11 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object
 
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:
     state = config.stash.get(STATE, None)
-    if state is None or not state.own_items:
+    if state is None:
         return []
+    if not state.own_items:
+        idle = state.idle_suites_line()
+        return [idle] if idle else []
     s = state.settings
     precision = "auto" if s.precision_auto else ",".join(s.precisions)
     return [f"mlbench: frameworks={','.join(s.frameworks)} variants={','.join(s.variants)} "

@@ -64,6 +64,25 @@ class RunState:
     def root(self) -> Path:
         return self.config.rootpath / str(self.config.getini("mlbench_suites") or "suites")
 
+    def idle_suites_line(self) -> str | None:
+        """One line when the project set ``mlbench_suites`` explicitly, this session's paths
+        reach that folder, it holds workload folders, and yet no collected test asks for the
+        plugin's fixtures (so nothing of it would run, silently); None otherwise: a project
+        that never configured the plugin hears nothing from it."""
+        if not self.config.getini("mlbench_suites"):
+            return None
+        root = self.root.resolve()
+        paths = [Path(a.split("::")[0]).resolve() for a in self.config.args]
+        if not any(p == root or root in p.parents or p in root.parents for p in paths):
+            return None
+        specs = sorted(p.parent.name for p in root.glob("*/spec.py"))
+        if not specs:
+            return None
+        return (f"mlbench: {root} holds {len(specs)} workload(s) ({', '.join(specs[:5])}"
+                f"{', ...' if len(specs) > 5 else ''}) but no collected test asks for "
+                "mlbench_case or mlbench_workload, so none of them runs: add the two tests "
+                "of `pytest-mlbench init` (test_workloads.py) to that folder")
+
     @property
     def oracle(self) -> OracleService:
         """The float64 autodiff oracle's service, made on first use (it starts no process

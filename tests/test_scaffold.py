@@ -1,0 +1,92 @@
+"""``pytest-mlbench init`` in a user's own project, outside this repository: what it writes,
+what it refuses to overwrite, and that the project it sets up checks, times and A/B-gates its
+example workload; and the one line a configured suites folder gets when no test runs it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_mlbench import cli, scaffold
+
+
+def _pytest(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # only the installed plugin
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+                          cwd=project, capture_output=True, text=True, env=env, timeout=300)
+
+
+def _git(project: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.email=ci@example.org", "-c", "user.name=ci", *args],
+                   cwd=project, check=True, capture_output=True)
+
+
+def test_init_sets_up_a_project_that_checks_times_and_gates_its_example(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    project = tmp_path / "their-project"
+    project.mkdir()
+    assert cli.main(["init", str(project)]) == 0
+    out = capsys.readouterr().out
+    assert "wrote pytest.ini" in out and "pytest benchmarks --mlbench-ab=HEAD~1" in out
+    assert (project / "pytest.ini").read_text() == "[pytest]\nmlbench_suites = benchmarks\n"
+
+    checked = _pytest(project, "benchmarks", "--mlbench-size=smoke", "--benchmark-disable")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "2 passed" in checked.stdout
+
+    _git(project, "init", "-q")
+    _git(project, "add", "-A")
+    _git(project, "commit", "-qm", "benchmarks")
+    impl = project / "benchmarks" / "example" / "impl_numpy.py"
+    impl.write_text(impl.read_text() + "\n# a change to gate\n")
+    _git(project, "commit", "-qam", "a change")
+    gated = _pytest(project, "benchmarks", "-k", "test_case", "--mlbench-size=smoke",
+                    "--mlbench-processes=2", "--benchmark-max-time=0.02", "--mlbench-ab=HEAD~1")
+    assert gated.returncode == 0, gated.stdout + gated.stderr
+    assert "example-numpy-eager-cpu-fp64" in gated.stdout  # the timed case, in the A/B table
+    assert "mlbench A/B: passed (1 judged" in gated.stdout
+
+
+def test_init_overwrites_nothing_and_says_so_in_one_line(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["init", str(tmp_path)]) == 0
+    capsys.readouterr()
+    before = {p: p.read_text() for p in tmp_path.rglob("*") if p.is_file()}
+    assert cli.main(["init", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "already exist" in err and "nothing was written" in err
+    assert {p: p.read_text() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.parametrize("bad", ["../outside", "/abs/path", "a b", ""])
+def test_init_refuses_a_suites_folder_outside_the_project(tmp_path: Path, bad: str,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["init", str(tmp_path), "--suites", bad]) == 2
+    assert "give a folder path inside the project" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_init_adds_the_setting_to_the_projects_own_configuration(tmp_path: Path) -> None:
+    toml = "[project]\nname = 'x'\n\n[tool.pytest.ini_options]\naddopts = '-ra'\n"
+    (tmp_path / "pyproject.toml").write_text(toml)
+    writes = scaffold.plan(tmp_path, "bench")
+    assert writes[0].path == tmp_path / "pyproject.toml" and writes[0].action == "update"
+    assert 'ini_options]\nmlbench_suites = "bench"\naddopts' in writes[0].text
+    (tmp_path / "pyproject.toml").write_text(writes[0].text)
+    with pytest.raises(scaffold.InitError, match="already sets mlbench_suites"):
+        scaffold.plan(tmp_path, "bench")
+
+
+def test_a_configured_suites_folder_that_no_test_runs_gets_one_line(tmp_path: Path) -> None:
+    assert cli.main(["init", str(tmp_path)]) == 0
+    (tmp_path / "benchmarks" / "test_workloads.py").unlink()
+    (tmp_path / "test_other.py").write_text("def test_other():\n    pass\n")
+    found = _pytest(tmp_path)
+    lines = [line for line in found.stdout.splitlines() if line.startswith("mlbench:")]
+    assert len(lines) == 1 and "holds 1 workload(s) (example)" in lines[0], found.stdout
+    (tmp_path / "pytest.ini").unlink()  # the plugin was never configured: not a word from it
+    assert "mlbench" not in _pytest(tmp_path).stdout
