@@ -25,8 +25,8 @@ def _git(project: Path, *args: str) -> None:
                    cwd=project, check=True, capture_output=True)
 
 
-def test_init_sets_up_a_project_that_checks_times_and_gates_its_example(tmp_path: Path,
-                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_init_sets_up_a_project_that_checks_times_and_gates_its_example(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     project = tmp_path / "their-project"
     project.mkdir()
     assert cli.main(["init", str(project)]) == 0
