@@ -124,8 +124,11 @@ def test_a_good_run_reads_with_its_records_and_plain_entries(tmp_path: Path) -> 
     assert not run.partial and run.where == str(path)
 
 
-def test_the_committed_reference_baseline_still_reads() -> None:
-    """Schema 1 (pytest-mlbench 0.1) files are migrated, not refused."""
-    for path in sorted(Path(__file__).parents[1].glob("baselines/*/*.json")):
+def test_a_schema_1_run_still_reads() -> None:
+    """Schema 1 (pytest-mlbench 0.1) files are migrated, not refused: a run that version saved
+    (tests/data/schema1_run.json, once the committed baseline), and every committed baseline."""
+    found = [Path(__file__).parent / "data" / "schema1_run.json",
+             *sorted(Path(__file__).parents[1].glob("baselines/*/*.json"))]
+    for path in found:
         run = runs.load_run(path)
         assert run.cases and all(rec.measure for _, rec in run.cases)
