@@ -3,7 +3,8 @@ is importable):
 
     python tools/gpu_check.py install WHEELS SITE   install what is missing, print SITE or ""
     python tools/gpu_check.py probe DEVICE OUT       versions and devices, OUT/environment.json
-    python tools/gpu_check.py summary DEVICE OUT     the sessions' JUnit files judged, OUT/summary.json
+    python tools/gpu_check.py summary DEVICE OUT WORK  WORK's JUnit files and steps.tsv judged,
+                                                        OUT/summary.json
 
 Each prints one clear line and exits 2 on what it cannot do; ``summary`` exits 1 when a case
 failed, errored, or a session ran nothing on the device.
@@ -203,10 +204,10 @@ def session_outcomes(path: Path) -> dict[str, Any]:
             "skip_reasons": [f"{n} x {why}" for why, n in skipped.most_common()]}
 
 
-def summary(device: str, out: Path) -> int:
-    sessions = {p.stem: session_outcomes(p) for p in sorted(out.glob("*.xml"))}
+def summary(device: str, out: Path, work: Path) -> int:
+    sessions = {p.stem: session_outcomes(p) for p in sorted((work / "junit").glob("*.xml"))}
     problems = []
-    steps = (out / "steps.tsv").read_text().splitlines() if (out / "steps.tsv").exists() else []
+    steps = (work / "steps.tsv").read_text().splitlines()
     for line in steps:
         name, rc, seconds = line.split("\t")
         if rc != "0":
@@ -242,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
         one = sub.add_parser(name)
         one.add_argument("device", choices=("gpu", "cpu"))
         one.add_argument("out", type=Path)
+        if name == "summary":
+            one.add_argument("work", type=Path)
     args = parser.parse_args(argv)
     try:
         if args.command == "install":
@@ -249,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "probe":
             return probe(args.device, args.out)
-        return summary(args.device, args.out)
+        return summary(args.device, args.out, args.work)
     except Refused as exc:
         print(f"gpu_check {args.command}: {exc}", file=sys.stderr)
         return 2

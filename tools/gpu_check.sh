@@ -3,30 +3,35 @@
 # command that fits a short window on a borrowed machine (about 8 minutes; see docs/GPU.md):
 #
 #   tools/gpu_check.sh [--device=gpu|cpu] [--out DIR] [--wheels DIR] [--budget SECONDS] [--quick]
+#                      [-- PYTEST-ARGS]
 #
-#   1. probe      python, versions, nvidia-smi -L, what torch and JAX see  (environment.json)
-#   2. install    pytest-mlbench and the pure-Python dependencies python3 lacks, from the
-#                 wheels tools/fetch_gpu_wheels.sh fetched (default .gpu-wheels/), with
-#                 pip --no-index --no-deps --target (skipped where the plugin is installed)
-#   3. smoke      correctness at the smoke size, nothing timed: fp32, tf32, bf16, one device
-#                 and two workers (data parallel)                            (smoke.xml)
-#   4. timed      the main job at the default size, one process, short rounds (timed.json)
-#   5. precisions the same timed at tf32 and bf16, if the budget has room   (precisions.json)
-#   6. summary    every session judged                                        (summary.json)
+#   install    pytest-mlbench and the pure-Python dependencies python3 lacks, from the wheels
+#              tools/fetch_gpu_wheels.sh fetched (default .gpu-wheels/), pip --no-index
+#              --no-deps --target a temporary folder (nothing where the plugin is installed)
+#   probe      python, versions, nvidia-smi -L, what torch and JAX see   -> environment.json
+#   timed-*    the main job at the default size, fp32, one process, short rounds, in three
+#              sessions (light workloads; cnn and lstm; vit, vit_infer and gpt) -> timed-*.json
+#   checked-*  every other precision (tf32, bf16, and amp or fp16 where precision.py has them),
+#              a session each, smoke size, nothing timed, one and two workers
+#   summary    every session's outcomes, failures and skip reasons      -> summary.json
 #
-# Everything it prints is also in DIR/gpu_check.log. Exit 0 when every step ran and every
-# case that ran passed, with at least one case passed per session; 1 otherwise; 2 on bad usage.
-# --quick (the test line): the mlp workload only (torch eager, JAX jit), at fp32 and tf32 (a
-# clean skip off a GPU), and a one-case timed session at the smoke size.
+# DIR (default reports/gpu-check-DEVICE-TIME) gets those files, gpu_check.log (all printed) and
+# junit.tar.gz (each session's JUnit file). Each session has its own timeout within --budget
+# (default 450 s; a cut session is stopped with SIGINT, then SIGKILL 30 s later). Exit 0 when
+# every session ran and passed with at least one case passed; 1 otherwise; 2 on bad usage.
+# PYTEST-ARGS go to every session (a -k there replaces the session's own selection).
+# --quick (the test line): mlp only, at the smoke size: one timed JAX case, and torch eager and
+# JAX jit checked at fp32 and tf32 (tf32 skips cleanly off a GPU).
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DEVICE=gpu
 OUT=""
 WHEELS="$ROOT/.gpu-wheels"
-BUDGET="${MLBENCH_GPU_CHECK_BUDGET:-480}"
+BUDGET="${MLBENCH_GPU_CHECK_BUDGET:-450}"
 QUICK=0
-usage() { sed -n '2,21p' "$0"; }
+EXTRA=()
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 bad() { echo "gpu_check: $1; accepted: --device=gpu|cpu --out DIR --wheels DIR --budget SECONDS --quick" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -39,6 +44,7 @@ while [[ $# -gt 0 ]]; do
     --budget=*) BUDGET="${1#*=}"; shift ;;
     --budget) [[ $# -ge 2 ]] || bad "--budget needs seconds"; BUDGET="$2"; shift 2 ;;
     --quick) QUICK=1; shift ;;
+    --) shift; EXTRA=("$@"); break ;;
     -h|--help) usage; exit 0 ;;
     *) bad "unknown argument $1" ;;
   esac
@@ -50,7 +56,6 @@ command -v "$PY" >/dev/null || { echo "gpu_check: no $PY on PATH (set PYTHON)" >
 OUT="${OUT:-$ROOT/reports/gpu-check-$DEVICE-$(date -u +%Y%m%dT%H%M%SZ)}"
 mkdir -p "$OUT" || exit 2
 OUT="$(cd "$OUT" && pwd)"
-: > "$OUT/steps.tsv"
 exec > >(tee -a "$OUT/gpu_check.log") 2>&1
 TEE=$!
 finish() {  # the log complete before the script exits
@@ -75,7 +80,7 @@ step() {
   (( limit < want )) || limit=$want
   if (( limit < 20 )); then
     echo "== $name: not run, $(left) s of the ${BUDGET} s budget left"
-    printf '%s\t%s\t%s\n' "$name" "not run" 0 >> "$OUT/steps.tsv"
+    printf '%s\t%s\t%s\n' "$name" "not run" 0 >> "$WORK/steps.tsv"
     return 1
   fi
   echo "== $name (at most $limit s; $(( SECONDS - START )) s so far): $*"
@@ -84,7 +89,7 @@ step() {
   rc=$?
   (( rc == 124 )) && echo "== $name: TIMED OUT after $limit s"
   echo "== $name: exit $rc in $(( SECONDS - began )) s"
-  printf '%s\t%s\t%s\n' "$name" "$rc" "$(( SECONDS - began ))" >> "$OUT/steps.tsv"
+  printf '%s\t%s\t%s\n' "$name" "$rc" "$(( SECONDS - began ))" >> "$WORK/steps.tsv"
   return $rc
 }
 
@@ -92,45 +97,81 @@ echo "gpu_check: device=$DEVICE quick=$QUICK budget=${BUDGET}s out=$OUT python=$
 date -u
 
 # 2 before 1: the probe reports what the install made importable
-SITE="$(mktemp -d "${TMPDIR:-/tmp}/mlbench-gpu-site.XXXXXX")"
-trap 'rm -rf "$SITE"' EXIT
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/mlbench-gpu-check.XXXXXX")"
+trap 'rm -rf "$WORK"' EXIT
+SITE="$WORK/site" JUNIT="$WORK/junit"
+mkdir -p "$JUNIT"
+: > "$WORK/steps.tsv"
 INSTALLED="$(cd / && "$PY" "$ROOT/tools/gpu_check.py" install "$WHEELS" "$SITE")"
 rc=$?
-printf '%s\t%s\t%s\n' install "$rc" 0 >> "$OUT/steps.tsv"
+printf '%s\t%s\t%s\n' install "$rc" 0 >> "$WORK/steps.tsv"
 (( rc == 0 )) || { echo "gpu_check: the install failed; nothing run"; finish 1; }
 # the working tree's code first (the wheel gives the plugin's entry point; the code it runs is
 # the tree's, as fresh as the tree), then what was installed
 export PYTHONPATH="$ROOT${INSTALLED:+:$INSTALLED}${PYTHONPATH:+:$PYTHONPATH}"
-step probe 180 "$PY" "$ROOT/tools/gpu_check.py" probe "$DEVICE" "$OUT"
+step probe 120 "$PY" "$ROOT/tools/gpu_check.py" probe "$DEVICE" "$OUT"
 
+# A timed torch pool that serves torch.compile cases warms inductor up on the CPU as it starts,
+# which needs a C++ compiler; without one that pool would not start and no torch case would be
+# timed. The correctness sessions still run the compiled cases (their workers skip the
+# warm-up), so a missing compiler shows there as those cases' own failures.
+NOJIT=""
+if ! command -v c++ >/dev/null && ! command -v g++ >/dev/null && ! command -v clang++ >/dev/null; then
+  echo "gpu_check: no C++ compiler on PATH: torch.compile cases are left out of the timed sessions"
+  NOJIT=" and not torch-jit"
+fi
 COMMON=(-p no:cacheprovider -rfEs --mlbench-device="$DEVICE" --mlbench-frameworks=torch,jax
         --mlbench-threads=1 -o console_output_style=classic)
-TIMED=(--mlbench-size=default --mlbench-processes=1 --mlbench-workers=1
-       --benchmark-max-time=0.1 --benchmark-columns=median,iqr,rounds --benchmark-sort=name)
+TIMED=(--mlbench-processes=1 --mlbench-workers=1 --benchmark-max-time=0.1
+       --benchmark-columns=median,iqr,rounds --benchmark-sort=name)
+# every policy but fp64 and fp32 (fp32 is the timed sessions'): tf32, bf16 and whatever
+# precision.py holds when this runs (amp, fp16); on the CPU, not those for GPUs only
+PRECISIONS="$("$PY" -c 'import sys; from pytest_mlbench.precision import POLICIES
+print(" ".join(n for n, p in POLICIES.items() if n not in ("fp64", "fp32")
+               and not (p.gpu_only and sys.argv[1] == "cpu")))' "$DEVICE")" || PRECISIONS="bf16"
+
+# a session's own timeout: what it asks for, less what the later sessions are promised
+cap() { local c=$(( $(left) - 35 - $2 )); (( c < $1 )) && echo "$c" || echo "$1"; }
+timed() {  # NAME WANT RESERVE SIZE K-EXPRESSION
+  step "timed-$1" "$(cap "$2" "$3")" "$PY" -m pytest suites -m mlbench_main "${COMMON[@]}" \
+    "${TIMED[@]}" --mlbench-size="$4" -k "($5)$NOJIT" --benchmark-json="$OUT/timed-$1.json" \
+    --junitxml="$JUNIT/timed-$1.xml" "${EXTRA[@]}"
+}
+checked() {  # NAME WANT RESERVE PRECISIONS WORKERS [K-EXPRESSION]
+  local k=()
+  [[ -z "${6:-}" ]] || k=(-k "$6")
+  step "checked-$1" "$(cap "$2" "$3")" "$PY" -m pytest suites -m mlbench_main "${COMMON[@]}" \
+    --benchmark-disable --mlbench-size=smoke --mlbench-precision="$4" --mlbench-workers="$5" \
+    "${k[@]}" --junitxml="$JUNIT/checked-$1.xml" "${EXTRA[@]}"
+}
+# the main job's workloads present, as -k terms ("vit-" is vit's cases, not vit_infer's)
+terms() { local w out=""; for w in "$@"; do [[ -f "suites/$w/spec.py" ]] && out+="${out:+ or }$w-"; done; echo "${out:-nothing}"; }
+HEAVY=(cnn lstm vit vit_infer gpt)
+LIGHT=()
+for spec in suites/*/spec.py; do
+  w="$(basename "$(dirname "$spec")")"
+  [[ " ${HEAVY[*]} " == *" $w "* ]] || LIGHT+=("$w")
+done
+
 if (( QUICK )); then
-  SELECT=(-m mlbench_main -k "mlp-torch-eager or mlp-jax-jit")
-  step smoke 240 "$PY" -m pytest suites "${SELECT[@]}" "${COMMON[@]}" --benchmark-disable \
-    --mlbench-size=smoke --mlbench-precision=fp32,tf32 --mlbench-workers=1 \
-    --junitxml="$OUT/smoke.xml"
-  step timed 240 "$PY" -m pytest suites -m mlbench_main -k "mlp-jax-jit" "${COMMON[@]}" \
-    "${TIMED[@]/--mlbench-size=default/--mlbench-size=smoke}" \
-    --benchmark-json="$OUT/timed.json" --junitxml="$OUT/timed.xml"
+  timed mlp 200 30 smoke "mlp-jax-jit"
+  checked fp32-tf32 200 0 fp32,tf32 1 "mlp-torch-eager or mlp-jax-jit"
 else
-  step smoke 200 "$PY" -m pytest suites -m mlbench_main "${COMMON[@]}" --benchmark-disable \
-    --mlbench-size=smoke --mlbench-precision=fp32,tf32,bf16 --mlbench-workers=1,2 \
-    --junitxml="$OUT/smoke.xml"
-  step timed 200 "$PY" -m pytest suites -m mlbench_main "${COMMON[@]}" "${TIMED[@]}" \
-    --benchmark-json="$OUT/timed.json" --junitxml="$OUT/timed.xml"
-  if (( $(left) >= 100 )); then
-    step precisions $(( $(left) - 15 )) "$PY" -m pytest suites -m mlbench_main "${COMMON[@]}" \
-      "${TIMED[@]}" --mlbench-precision=tf32,bf16 -k "not linreg" \
-      --benchmark-json="$OUT/precisions.json" --junitxml="$OUT/precisions.xml"
-  else
-    echo "== precisions: not run, $(left) s left (100 s needed)"
-  fi
+  # timed first (the figures, and every check at the default size), in three sessions so that
+  # a session cut short by its timeout loses only its own workloads; then the other
+  # precisions and the two-worker cases, checked at the smoke size, a session each
+  timed light 120 240 default "$(terms "${LIGHT[@]}")"
+  timed conv-rnn 150 180 default "$(terms cnn lstm)"
+  timed attention 180 100 default "$(terms vit vit_infer gpt)"
+  set -- $PRECISIONS
+  while [[ $# -gt 0 ]]; do
+    checked "$1" 150 $(( 40 * ($# - 1) )) "$1" 1,2
+    shift
+  done
 fi
 
-"$PY" "$ROOT/tools/gpu_check.py" summary "$DEVICE" "$OUT"
+tar -czf "$OUT/junit.tar.gz" -C "$WORK" junit steps.tsv
+"$PY" "$ROOT/tools/gpu_check.py" summary "$DEVICE" "$OUT" "$WORK"
 rc=$?
 echo "gpu_check: $(( SECONDS - START )) s in all"
 finish $rc

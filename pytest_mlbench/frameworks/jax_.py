@@ -91,6 +91,11 @@ class JaxAdapter:
 
 
     def __init__(self) -> None:
+        # On a GPU, XLA's client takes 75% of the device's memory as it starts unless told
+        # not to: a campaign runs several JAX workers on one GPU (a pool per core when nothing
+        # is timed, a data-parallel pool beside the single-device one), and the second would
+        # find the memory gone. Read when the first backend starts; the user's choice wins.
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
         import jax
 
         self._device: Any = None
