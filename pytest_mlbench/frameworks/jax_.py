@@ -180,9 +180,11 @@ class JaxAdapter:
         self._limit = threading_.limit_blas(threads)
 
     def threads(self) -> dict[str, Any]:
-        import jax.numpy as jnp
+        import jax
 
-        jnp.zeros(1).block_until_ready()  # the CPU client (and its pool) exists from here
+        # the CPU client (and its pool) exists from here, even where a GPU is the default
+        # device and the step never touches the CPU client
+        jax.device_put(np.zeros(1), jax.devices("cpu")[0]).block_until_ready()
         return {"xla_cpu_pool": threading_.count_named(XLA_POOL),
                 **threading_.blas_threads()}
 
