@@ -132,7 +132,7 @@ def wheel(folder: Path, dist: str, module: str) -> Path:
     return path
 
 
-def test_the_install_unpacks_what_is_missing_where_there_is_no_pip(
+def test_the_install_unpacks_what_differs_where_there_is_no_pip(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     wheels = tmp_path / "wheels"
     wheels.mkdir()
@@ -141,6 +141,7 @@ def test_the_install_unpacks_what_is_missing_where_there_is_no_pip(
     wheel(wheels, "threadpoolctl", "fake_threadpoolctl")
     monkeypatch.setattr(gpu_check, "registered", lambda: False)
     monkeypatch.setattr(gpu_check, "missing_modules", lambda: ["cpuinfo"])
+    monkeypatch.setattr(gpu_check, "installed", {"threadpoolctl": "1.0"}.get)
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(gpu_check.importlib.util, "find_spec",
                         lambda name, *a: None if name == "pip" else real_find_spec(name, *a))
@@ -148,7 +149,7 @@ def test_the_install_unpacks_what_is_missing_where_there_is_no_pip(
     assert gpu_check.install(wheels, site) == str(site)
     assert sorted(p.name for p in site.iterdir()) == [
         "fake_cpuinfo", "fake_mlbench", "py_cpuinfo2-1.0.dist-info",
-        "pytest_mlbench-1.0.dist-info"]  # threadpoolctl is importable: not installed
+        "pytest_mlbench-1.0.dist-info"]  # threadpoolctl 1.0 is installed: not again
 
 
 def test_bad_usage_is_one_line() -> None:

@@ -1,7 +1,9 @@
 """The Python half of tools/gpu_check.sh (standard library only: it runs before this package
 is importable):
 
-    python tools/gpu_check.py install WHEELS SITE   install what is missing, print SITE or ""
+    python tools/gpu_check.py install WHEELS SITE   this package and the wheels of WHEELS whose
+                                                    version is not installed, into SITE; print
+                                                    SITE, or "" where the plugin is installed
     python tools/gpu_check.py probe DEVICE OUT       versions and devices, OUT/environment.json
     python tools/gpu_check.py summary DEVICE OUT WORK  WORK's JUnit files and steps.tsv judged,
                                                         OUT/summary.json
@@ -27,8 +29,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-# module -> the wheel (file name prefix) that provides it, for the base dependencies a bare
-# GPU machine may lack; NumPy and SciPy are binary and expected there
+# module -> the wheel (file name prefix) that provides it, for the pure-Python base
+# dependencies; NumPy and SciPy are binary and expected on the machine
 WHEELS = {"cpuinfo": "py_cpuinfo2-", "threadpoolctl": "threadpoolctl-",
           "array_api_compat": "array_api_compat-", "pytest_benchmark": "pytest_benchmark-"}
 NEEDED_THERE = ("numpy", "scipy", "pytest", "torch", "jax")
@@ -48,20 +50,31 @@ def missing_modules() -> list[str]:
     return [m for m in WHEELS if importlib.util.find_spec(m) is None]
 
 
+def installed(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def wheels_to_install(folder: Path) -> list[Path]:
-    """This package's wheel and the wheels of the dependencies not importable here."""
+    """This package's wheel, and each dependency's wheel whose version is not the one
+    installed here (the versions this package is tested with win over the machine's)."""
     if not folder.is_dir():
         raise Refused(f"no wheels folder {folder}; fetch it beforehand with {FETCH} (on a "
                       "machine with network) and carry it along")
     found = sorted(folder.glob("*.whl"))
-    wanted = ["pytest_mlbench-"] + [WHEELS[m] for m in missing_modules()]
-    out = []
-    for prefix in wanted:
-        match = [w for w in found if w.name.startswith(prefix)]
-        if not match:
-            raise Refused(f"{folder} has no {prefix}*.whl; run {FETCH} again")
-        out.append(match[-1])
-    return out
+    ours = [w for w in found if w.name.startswith("pytest_mlbench-")]
+    if not ours:
+        raise Refused(f"{folder} has no pytest_mlbench-*.whl; run {FETCH} again")
+    deps = [w for w in found if w not in ours
+            and installed(w.name.split("-")[0]) != w.name.split("-")[1]]
+    missing = [m for m in missing_modules()
+               if not any(w.name.startswith(WHEELS[m]) for w in deps)]
+    if missing:
+        raise Refused(f"{', '.join(missing)} not importable here and no wheel for it in "
+                      f"{folder}; run {FETCH} again")
+    return [ours[-1], *deps]
 
 
 def unpack(wheel: Path, site: Path) -> None:
@@ -107,10 +120,7 @@ def install(folder: Path, site: Path) -> str:
 
 
 def _version(dist: str) -> str:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return "absent"
+    return installed(dist) or "absent"
 
 
 def _run(cmd: list[str]) -> str:
