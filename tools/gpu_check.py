@@ -5,6 +5,7 @@ is importable):
                                                     version is not installed, into SITE; print
                                                     SITE, or "" where the plugin is installed
     python tools/gpu_check.py probe DEVICE OUT       versions and devices, OUT/environment.json
+                                                    (exit 3: a GPU asked for, none seen)
     python tools/gpu_check.py summary DEVICE OUT WORK  WORK's JUnit files and steps.tsv judged,
                                                         OUT/summary.json
 
@@ -23,6 +24,7 @@ import platform
 import shutil
 import subprocess
 import sys
+import sysconfig
 import xml.etree.ElementTree as ET
 import zipfile
 from collections import Counter
@@ -35,6 +37,7 @@ WHEELS = {"cpuinfo": "py_cpuinfo2-", "threadpoolctl": "threadpoolctl-",
           "array_api_compat": "array_api_compat-", "pytest_benchmark": "pytest_benchmark-"}
 NEEDED_THERE = ("numpy", "scipy", "pytest", "torch", "jax")
 FETCH = "tools/fetch_gpu_wheels.sh"
+NO_GPU = 3  # probe's exit status when neither torch nor JAX sees a GPU: nothing to run
 
 
 class Refused(Exception):
@@ -161,7 +164,12 @@ def probe(device: str, out: Path) -> int:
     facts: dict[str, Any] = {
         "python": sys.version.split()[0], "executable": sys.executable,
         "platform": platform.platform(), "cores": len(os.sched_getaffinity(0)),
-        "nvidia-smi -L": _run(["nvidia-smi", "-L"]), "cc": shutil.which("cc") or "absent",
+        "nvidia-smi -L": _run(["nvidia-smi", "-L"]),
+        # Triton builds its CUDA launcher with a C compiler against Python.h; inductor's CPU
+        # warm-up needs a C++ compiler
+        "cc": shutil.which("cc") or shutil.which("gcc") or "absent",
+        "c++": shutil.which("c++") or shutil.which("g++") or "absent",
+        "Python.h": os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")),
         "versions": {d: _version(d) for d in ("numpy", "scipy", "pytest", "pytest-benchmark",
                                               "torch", "triton", "jax", "jaxlib", "ml_dtypes",
                                               "optax", "flax", "chex", "equinox", "py-cpuinfo",
@@ -177,11 +185,14 @@ def probe(device: str, out: Path) -> int:
     for name, read in (("torch", torch_facts), ("jax", jax_facts)):
         if importlib.util.find_spec(name) is not None:
             facts[name] = read()
+    blind = 0
     if device == "gpu":
         if not facts.get("torch", {}).get("cuda_available"):
             problems.append("torch sees no CUDA device")
+            blind += 1
         if not isinstance(facts.get("jax", {}).get("gpu"), list):
             problems.append("jax sees no gpu device")
+            blind += 1
     if not facts["plugin registered"]:
         problems.append("pytest-mlbench's pytest11 entry point is not installed")
     facts["problems"] = problems
@@ -190,13 +201,14 @@ def probe(device: str, out: Path) -> int:
     print(json.dumps(facts, indent=1, default=str))
     for line in problems:
         print(f"probe: {line}", file=sys.stderr)
-    return 1 if problems else 0
+    return NO_GPU if blind == 2 else 1 if problems else 0
 
 
 def session_outcomes(path: Path) -> dict[str, Any]:
     """Counts, failures and skip reasons of one JUnit file."""
     counts: Counter[str] = Counter()
-    failed, skipped = [], Counter()
+    failed: list[str] = []
+    skipped: Counter[str] = Counter()
     for case in ET.parse(path).getroot().iter("testcase"):
         name = case.get("name", "")
         kids = {child.tag: child for child in case}

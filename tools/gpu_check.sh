@@ -9,6 +9,7 @@
 #              tools/fetch_gpu_wheels.sh fetched (default .gpu-wheels/), pip --no-index
 #              --no-deps --target a temporary folder (nothing where the plugin is installed)
 #   probe      python, versions, nvidia-smi -L, what torch and JAX see   -> environment.json
+#              (with --device=gpu and no GPU seen by either, nothing more is run)
 #   timed-*    the main job at the default size, fp32, one process, short rounds, in three
 #              sessions (light workloads; cnn and lstm; vit, vit_infer and gpt) -> timed-*.json
 #   checked-*  every other precision (tf32, bf16, and amp or fp16 where precision.py has them),
@@ -110,6 +111,12 @@ printf '%s\t%s\t%s\n' install "$rc" 0 >> "$WORK/steps.tsv"
 # the tree's, as fresh as the tree), then what was installed
 export PYTHONPATH="$ROOT${INSTALLED:+:$INSTALLED}${PYTHONPATH:+:$PYTHONPATH}"
 step probe 120 "$PY" "$ROOT/tools/gpu_check.py" probe "$DEVICE" "$OUT"
+if [[ "$(tail -n 1 "$WORK/steps.tsv")" == "probe	3	"* ]]; then
+  echo "gpu_check: neither torch nor JAX sees a GPU: no session run"
+  tar -czf "$OUT/junit.tar.gz" -C "$WORK" junit steps.tsv
+  "$PY" "$ROOT/tools/gpu_check.py" summary "$DEVICE" "$OUT" "$WORK"
+  finish 1
+fi
 
 # A timed torch pool that serves torch.compile cases warms inductor up on the CPU as it starts,
 # which needs a C++ compiler; without one that pool would not start and no torch case would be
