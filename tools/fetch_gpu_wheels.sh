@@ -56,5 +56,5 @@ done
 # which pip fetches itself)
 "$PY" -m pip wheel --quiet --no-deps -w "$DIR" "$ROOT"
 [[ ${#LEFT[@]} -eq 0 ]] || rm -rf "${LEFT[@]}"
-echo "fetch_gpu_wheels: $(ls "$DIR" | wc -l) wheel(s), $(du -sh "$DIR" | cut -f1), in $DIR:"
+echo "fetch_gpu_wheels: $(find "$DIR" -name "*.whl" | wc -l) wheel(s), $(du -sh "$DIR" | cut -f1), in $DIR:"
 ls -1 "$DIR"

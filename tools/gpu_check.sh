@@ -127,8 +127,10 @@ if ! command -v c++ >/dev/null && ! command -v g++ >/dev/null && ! command -v cl
   echo "gpu_check: no C++ compiler on PATH: torch.compile cases are left out of the timed sessions"
   NOJIT=" and not torch-jit"
 fi
+# shellcheck disable=SC2054  # the commas are option values
 COMMON=(-p no:cacheprovider -rfEs --mlbench-device="$DEVICE" --mlbench-frameworks=torch,jax
         --mlbench-threads=1 -o console_output_style=classic)
+# shellcheck disable=SC2054
 TIMED=(--mlbench-processes=1 --mlbench-workers=1 --benchmark-max-time=0.1
        --benchmark-columns=median,iqr,rounds --benchmark-sort=name)
 # every policy but fp64 and fp32 (fp32 is the timed sessions'): tf32, bf16 and whatever
@@ -170,10 +172,9 @@ else
   timed light 120 240 default "$(terms "${LIGHT[@]}")"
   timed conv-rnn 150 180 default "$(terms cnn lstm)"
   timed attention 180 100 default "$(terms vit vit_infer gpt)"
-  set -- $PRECISIONS
-  while [[ $# -gt 0 ]]; do
-    checked "$1" 150 $(( 40 * ($# - 1) )) "$1" 1,2
-    shift
+  read -ra PREC <<< "$PRECISIONS"
+  for i in "${!PREC[@]}"; do
+    checked "${PREC[$i]}" 150 $(( 40 * (${#PREC[@]} - 1 - i) )) "${PREC[$i]}" 1,2
   done
 fi
 
