@@ -1,9 +1,10 @@
 """tools/gpu_check.sh, the GPU check a borrowed machine runs (docs/GPU.md), run here on the CPU
 in its quick mode: it passes and writes its files; the same run asked for a GPU on a machine
 without one fails, saying what is missing, and a session asked for a GPU there skips every
-case with its framework's reason (no error); its judge (tools/gpu_check.py summary) fails a failed case and a session cut by its
-timeout; its install refuses a missing wheels folder in one line and installs by hand where
-the interpreter has no pip. About 35 s of the test line on an idle 2-core host, mostly the\nquick CPU run."""
+case with its framework's reason (no error); its judge (tools/gpu_check.py summary) fails a
+failed case and a session cut by its timeout; its install refuses a missing wheels folder in
+one line and installs by hand where the interpreter has no pip. 35-70 s of the test line on
+a 2-core host (more under heavy load), mostly the quick CPU run."""
 
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ def test_the_quick_cpu_run_passes_and_writes_its_files(tmp_path: Path) -> None:
     assert checked["skip_reasons"] == ["2 x tf32 applies to NVIDIA GPUs only"]
     timed = json.loads((tmp_path / "timed-mlp.json").read_text())
     [bench] = timed["benchmarks"]
-    assert bench["name"] == "test_case[mlp-jax-jit-cpu-fp32]"
+    assert bench["name"] == "test_case[mlp-torch-eager-cpu-fp32]"
     assert bench["extra_info"]["mlbench"]["identity"]["device"] == "cpu"
     environment = json.loads((tmp_path / "environment.json").read_text())
     assert environment["pytest_mlbench"].startswith(str(ROOT)), environment  # the tree's code
@@ -174,4 +175,5 @@ def test_bad_usage_is_one_line() -> None:
                           text=True, check=False)
     assert done.returncode == 2
     assert done.stderr == ("gpu_check: --device is tpu; accepted: --device=gpu|cpu --out DIR "
-                           "--wheels DIR --budget SECONDS --quick\n")
+                           "--wheels DIR --budget SECONDS --quick --select EXPR "
+                           "[-- PYTEST-ARGS]\n")

@@ -37,6 +37,7 @@ WHEELS = {"cpuinfo": "py_cpuinfo2-", "threadpoolctl": "threadpoolctl-",
           "array_api_compat": "array_api_compat-", "pytest_benchmark": "pytest_benchmark-"}
 NEEDED_THERE = ("numpy", "scipy", "pytest", "torch", "jax")
 FETCH = "tools/fetch_gpu_wheels.sh"
+NOTHING_SELECTED = "5"  # pytest's exit status when no test was selected
 NO_GPU = 3  # probe's exit status when neither torch nor JAX sees a GPU: nothing to run
 
 
@@ -232,12 +233,12 @@ def summary(device: str, out: Path, work: Path) -> int:
     steps = (work / "steps.tsv").read_text().splitlines()
     for line in steps:
         name, rc, seconds = line.split("\t")
-        if rc != "0":
+        if rc not in ("0", NOTHING_SELECTED):  # --select may leave a session nothing
             problems.append(f"step {name} exited {rc} after {seconds} s")
     for name, found in sessions.items():
         if found["failed"]:
             problems.append(f"{name}: {len(found['failed'])} case(s) failed")
-        if not found["counts"].get("passed"):
+        elif found["counts"] and not found["counts"].get("passed"):
             problems.append(f"{name}: no case passed on {device} (all skipped?)")
     result = {"device": device, "steps": steps, "sessions": sessions, "problems": problems,
               "timed_json": sorted(p.name for p in out.glob("*.json")
