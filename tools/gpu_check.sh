@@ -101,7 +101,7 @@ step() {
 echo "gpu_check: device=$DEVICE quick=$QUICK budget=${BUDGET}s out=$OUT python=$(command -v "$PY")"
 date -u
 
-# 2 before 1: the probe reports what the install made importable
+# the install first: the probe then reports what it made importable
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/mlbench-gpu-check.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
 SITE="$WORK/site" JUNIT="$WORK/junit"
