@@ -114,8 +114,9 @@ class FrameworkPool:
             return 1, {}, [mine], {}
         if self.key.framework == "jax":
             flags = environ.get("XLA_FLAGS", "")
-            return 1, {"XLA_FLAGS": f"{flags} --xla_force_host_platform_device_count={n}".strip(),
-                       "JAX_PLATFORMS": environ.get("JAX_PLATFORMS", "") or "cpu"}, \
+            # N host devices for a CPU mesh; JAX_PLATFORMS left as it is, so that a GPU case's
+            # mesh sees the GPUs (jax_mesh asks for the case's own platform)
+            return 1, {"XLA_FLAGS": f"{flags} --xla_force_host_platform_device_count={n}".strip()}, \
                 [available[:self.per_worker_threads(1)]], {"workers": n}
         per = _split(mine, n)
         return n, {"GLOO_SOCKET_IFNAME": "lo"}, per, {

@@ -91,6 +91,11 @@ class JaxAdapter:
 
 
     def __init__(self) -> None:
+        # On a GPU, XLA's client takes 75% of the device's memory as it starts unless told
+        # not to: a campaign runs several JAX workers on one GPU (a pool per core when nothing
+        # is timed, a data-parallel pool beside the single-device one), and the second would
+        # find the memory gone. Read when the first backend starts; the user's choice wins.
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
         import jax
 
         self._device: Any = None
@@ -175,9 +180,11 @@ class JaxAdapter:
         self._limit = threading_.limit_blas(threads)
 
     def threads(self) -> dict[str, Any]:
-        import jax.numpy as jnp
+        import jax
 
-        jnp.zeros(1).block_until_ready()  # the CPU client (and its pool) exists from here
+        # the CPU client (and its pool) exists from here, even where a GPU is the default
+        # device and the step never touches the CPU client
+        jax.device_put(np.zeros(1), jax.devices("cpu")[0]).block_until_ready()
         return {"xla_cpu_pool": threading_.count_named(XLA_POOL),
                 **threading_.blas_threads()}
 

@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# The main job's torch and JAX cases on a GPU (or, to test this script, on the CPU), in one
+# command that fits a short window on a borrowed machine (about 8 minutes; see docs/GPU.md):
+#
+#   tools/gpu_check.sh [--device=gpu|cpu] [--out DIR] [--wheels DIR] [--budget SECONDS] [--quick]
+#                      [--select K-EXPRESSION] [-- PYTEST-ARGS]
+#
+#   install    pytest-mlbench and the pure-Python dependencies python3 lacks, from the wheels
+#              tools/fetch_gpu_wheels.sh fetched (default .gpu-wheels/), pip --no-index
+#              --no-deps --target a temporary folder (nothing where the plugin is installed)
+#   probe      python, versions, nvidia-smi -L, what torch and JAX see   -> environment.json
+#              (with --device=gpu and no GPU seen by either, nothing more is run)
+#   timed-*    the main job at the default size, fp32, one process, short rounds, in three
+#              sessions (light workloads; cnn and lstm; vit, vit_infer and gpt) -> timed-*.json
+#   checked-*  every other precision (tf32, bf16, and amp or fp16 where precision.py has them),
+#              a session each, smoke size, nothing timed, one and two workers
+#   summary    every session's outcomes, failures and skip reasons      -> summary.json
+#
+# DIR (default reports/gpu-check-DEVICE-TIME) gets those files, gpu_check.log (all printed) and
+# junit.tar.gz (each session's JUnit file). Each session has its own timeout within --budget
+# (default 450 s; a cut session is stopped with SIGINT, then SIGKILL 30 s later). Exit 0 when
+# every session ran and passed with at least one case passed; 1 otherwise; 2 on bad usage.
+# --select narrows every session (and-ed with its own -k: --select "not gpt"); PYTEST-ARGS go
+# to every session as they are (a -k there replaces the session's own selection).
+# --quick (the test line): mlp only, at the smoke size: one timed torch eager case, and torch
+# eager and JAX jit checked at fp32 and tf32 (tf32 skips cleanly off a GPU).
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+DEVICE=gpu
+OUT=""
+WHEELS="$ROOT/.gpu-wheels"
+BUDGET="${MLBENCH_GPU_CHECK_BUDGET:-450}"
+QUICK=0
+SELECT=""
+EXTRA=()
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
+bad() { echo "gpu_check: $1; accepted: --device=gpu|cpu --out DIR --wheels DIR --budget SECONDS --quick --select EXPR [-- PYTEST-ARGS]" >&2; exit 2; }
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --device=*) DEVICE="${1#*=}"; shift ;;
+    --device) [[ $# -ge 2 ]] || bad "--device needs a value"; DEVICE="$2"; shift 2 ;;
+    --out=*) OUT="${1#*=}"; shift ;;
+    --out) [[ $# -ge 2 ]] || bad "--out needs a folder"; OUT="$2"; shift 2 ;;
+    --wheels=*) WHEELS="${1#*=}"; shift ;;
+    --wheels) [[ $# -ge 2 ]] || bad "--wheels needs a folder"; WHEELS="$2"; shift 2 ;;
+    --budget=*) BUDGET="${1#*=}"; shift ;;
+    --budget) [[ $# -ge 2 ]] || bad "--budget needs seconds"; BUDGET="$2"; shift 2 ;;
+    --quick) QUICK=1; shift ;;
+    --select=*) SELECT="${1#*=}"; shift ;;
+    --select) [[ $# -ge 2 ]] || bad "--select needs a -k expression"; SELECT="$2"; shift 2 ;;
+    --) shift; EXTRA=("$@"); break ;;
+    -h|--help) usage; exit 0 ;;
+    *) bad "unknown argument $1" ;;
+  esac
+done
+[[ "$DEVICE" == gpu || "$DEVICE" == cpu ]] || bad "--device is $DEVICE"
+[[ "$BUDGET" =~ ^[0-9]+$ ]] || bad "--budget is $BUDGET, not whole seconds"
+PY="${PYTHON:-python3}"
+command -v "$PY" >/dev/null || { echo "gpu_check: no $PY on PATH (set PYTHON)" >&2; exit 2; }
+OUT="${OUT:-$ROOT/reports/gpu-check-$DEVICE-$(date -u +%Y%m%dT%H%M%SZ)}"
+mkdir -p "$OUT" || exit 2
+OUT="$(cd "$OUT" && pwd)"
+exec > >(tee -a "$OUT/gpu_check.log") 2>&1
+TEE=$!
+finish() {  # the log complete before the script exits
+  exec 1>&- 2>&-
+  wait "$TEE" 2>/dev/null
+  exit "$1"
+}
+cd "$ROOT" || exit 2
+START=$SECONDS
+
+# JAX preallocates 75% of a GPU per process unless told not to: a campaign runs several
+# workers on the one GPU. TF32 and the rest are the harness's own policies, set per case.
+export XLA_PYTHON_CLIENT_PREALLOCATE=false
+export PYTHONHASHSEED=0 TF_CPP_MIN_LOG_LEVEL=2 PYTHONDONTWRITEBYTECODE=1
+
+left() { echo $(( BUDGET - (SECONDS - START) )); }
+# step NAME SECONDS CMD...: run CMD under a timeout (the smaller of SECONDS and the budget
+# left), SIGINT first so pytest writes its JUnit and JSON files, then SIGKILL 30 s later
+step() {
+  local name="$1" want="$2"; shift 2
+  local limit; limit=$(left)
+  (( limit < want )) || limit=$want
+  if (( limit < 20 )); then
+    echo "== $name: not run, $(left) s of the ${BUDGET} s budget left"
+    printf '%s\t%s\t%s\n' "$name" "not run" 0 >> "$WORK/steps.tsv"
+    return 1
+  fi
+  echo "== $name (at most $limit s; $(( SECONDS - START )) s so far): $*"
+  local began=$SECONDS rc
+  timeout -s INT -k 30 "$limit" "$@"
+  rc=$?
+  (( rc == 124 )) && echo "== $name: TIMED OUT after $limit s"
+  echo "== $name: exit $rc in $(( SECONDS - began )) s"
+  printf '%s\t%s\t%s\n' "$name" "$rc" "$(( SECONDS - began ))" >> "$WORK/steps.tsv"
+  return $rc
+}
+
+echo "gpu_check: device=$DEVICE quick=$QUICK budget=${BUDGET}s out=$OUT python=$(command -v "$PY")"
+date -u
+
+# the install first: the probe then reports what it made importable
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/mlbench-gpu-check.XXXXXX")"
+trap 'rm -rf "$WORK"' EXIT
+SITE="$WORK/site" JUNIT="$WORK/junit"
+mkdir -p "$JUNIT"
+: > "$WORK/steps.tsv"
+INSTALLED="$(cd / && "$PY" "$ROOT/tools/gpu_check.py" install "$WHEELS" "$SITE")"
+rc=$?
+printf '%s\t%s\t%s\n' install "$rc" 0 >> "$WORK/steps.tsv"
+(( rc == 0 )) || { echo "gpu_check: the install failed; nothing run"; finish 1; }
+# the working tree's code first (the wheel gives the plugin's entry point; the code it runs is
+# the tree's, as fresh as the tree), then what was installed
+export PYTHONPATH="$ROOT${INSTALLED:+:$INSTALLED}${PYTHONPATH:+:$PYTHONPATH}"
+step probe 120 "$PY" "$ROOT/tools/gpu_check.py" probe "$DEVICE" "$OUT"
+if [[ "$(tail -n 1 "$WORK/steps.tsv")" == "probe	3	"* ]]; then
+  echo "gpu_check: neither torch nor JAX sees a GPU: no session run"
+  tar -czf "$OUT/junit.tar.gz" -C "$WORK" junit steps.tsv
+  "$PY" "$ROOT/tools/gpu_check.py" summary "$DEVICE" "$OUT" "$WORK"
+  finish 1
+fi
+
+# A timed torch pool that serves torch.compile cases warms inductor up on the CPU as it starts,
+# which needs a C++ compiler; without one that pool would not start and no torch case would be
+# timed. The correctness sessions still run the compiled cases (their workers skip the
+# warm-up), so a missing compiler shows there as those cases' own failures.
+NOJIT=""
+if ! command -v c++ >/dev/null && ! command -v g++ >/dev/null && ! command -v clang++ >/dev/null; then
+  echo "gpu_check: no C++ compiler on PATH: torch.compile cases are left out of the timed sessions"
+  NOJIT=" and not torch-jit"
+fi
+# shellcheck disable=SC2054  # the commas are option values
+COMMON=(-p no:cacheprovider -rfEs --mlbench-device="$DEVICE" --mlbench-frameworks=torch,jax
+        --mlbench-threads=1 -o console_output_style=classic)
+# shellcheck disable=SC2054
+TIMED=(--mlbench-processes=1 --mlbench-workers=1 --benchmark-max-time=0.1
+       --benchmark-columns=median,iqr,rounds --benchmark-sort=name)
+# every policy but fp64 and fp32 (fp32 is the timed sessions'): tf32, bf16 and whatever
+# precision.py holds when this runs (amp, fp16); on the CPU, not those for GPUs only
+PRECISIONS="$("$PY" -c 'import sys; from pytest_mlbench.precision import POLICIES
+print(" ".join(n for n, p in POLICIES.items() if n not in ("fp64", "fp32")
+               and not (p.gpu_only and sys.argv[1] == "cpu")))' "$DEVICE")" || PRECISIONS="bf16"
+
+# a session's own timeout: what it asks for, less what the later sessions are promised
+cap() { local c=$(( $(left) - 35 - $2 )); (( c < $1 )) && echo "$c" || echo "$1"; }
+timed() {  # NAME WANT RESERVE SIZE K-EXPRESSION
+  step "timed-$1" "$(cap "$2" "$3")" "$PY" -m pytest suites -m mlbench_main "${COMMON[@]}" \
+    "${TIMED[@]}" --mlbench-size="$4" -k "($5)$NOJIT${SELECT:+ and ($SELECT)}" --benchmark-json="$OUT/timed-$1.json" \
+    --junitxml="$JUNIT/timed-$1.xml" "${EXTRA[@]}"
+}
+checked() {  # NAME WANT RESERVE PRECISIONS WORKERS [K-EXPRESSION]
+  local k=() expr="${6:-}"
+  [[ -z "$SELECT" ]] || expr="${expr:+($expr) and }($SELECT)"
+  [[ -z "$expr" ]] || k=(-k "$expr")
+  step "checked-$1" "$(cap "$2" "$3")" "$PY" -m pytest suites -m mlbench_main "${COMMON[@]}" \
+    --benchmark-disable --mlbench-size=smoke --mlbench-precision="$4" --mlbench-workers="$5" \
+    "${k[@]}" --junitxml="$JUNIT/checked-$1.xml" "${EXTRA[@]}"
+}
+# the main job's workloads present, as -k terms ("vit-" is vit's cases, not vit_infer's)
+terms() { local w out=""; for w in "$@"; do [[ -f "suites/$w/spec.py" ]] && out+="${out:+ or }$w-"; done; echo "${out:-nothing}"; }
+HEAVY=(cnn lstm vit vit_infer gpt)
+LIGHT=()
+for spec in suites/*/spec.py; do
+  w="$(basename "$(dirname "$spec")")"
+  [[ " ${HEAVY[*]} " == *" $w "* ]] || LIGHT+=("$w")
+done
+
+if (( QUICK )); then
+  # torch eager: a dispatch-bound case far below the machine's matmul peak, so the
+  # plausibility check cannot trip on a busy test host's low peak measurement
+  timed mlp 200 30 smoke "mlp-torch-eager"
+  checked fp32-tf32 200 0 fp32,tf32 1 "mlp-torch-eager or mlp-jax-jit"
+else
+  # timed first (the figures, and every check at the default size), in three sessions so that
+  # a session cut short by its timeout loses only its own workloads; then the other
+  # precisions and the two-worker cases, checked at the smoke size, a session each
+  timed light 120 240 default "$(terms "${LIGHT[@]}")"
+  timed conv-rnn 150 180 default "$(terms cnn lstm)"
+  timed attention 180 100 default "$(terms vit vit_infer gpt)"
+  read -ra PREC <<< "$PRECISIONS"
+  for i in "${!PREC[@]}"; do
+    checked "${PREC[$i]}" 150 $(( 40 * (${#PREC[@]} - 1 - i) )) "${PREC[$i]}" 1,2
+  done
+fi
+
+tar -czf "$OUT/junit.tar.gz" -C "$WORK" junit steps.tsv
+"$PY" "$ROOT/tools/gpu_check.py" summary "$DEVICE" "$OUT" "$WORK"
+rc=$?
+echo "gpu_check: $(( SECONDS - START )) s in all"
+finish $rc
