@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, Protocol
 
+from pytest_mlbench import leftovers
+
 # seconds a worker gets to leave by itself after "stop" before it is terminated, then killed
 STOP_GRACE_S = 5.0
 # seconds the other ranks get to answer once one rank reported a failure
@@ -72,6 +74,9 @@ class Launch:
 
     @classmethod
     def now(cls) -> Launch:
+        # the session's temporary folder, janitor and signal handlers, made here since the
+        # session takes its snapshot in the main thread (signal handlers must be set there)
+        leftovers.session_tmp()
         return cls(dict(os.environ), tuple(p for p in sys.path if p and os.path.isdir(p)),
                    os.getcwd())
 
@@ -148,6 +153,7 @@ def worker_main(rank: int, spec: WorkerSpec, conn: Connection) -> None:
 def _child_env(spec: WorkerSpec, launch: Launch) -> dict[str, str]:
     env = dict(launch.environ)
     env["PYTHONPATH"] = os.pathsep.join(list(spec.path) or launch.path)
+    env.update(leftovers.session_env())  # its mark and TMPDIR: nothing it makes outlives us
     env.update(spec.env)
     env["PYTHONUNBUFFERED"] = "1"
     return env
