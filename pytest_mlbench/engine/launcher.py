@@ -172,6 +172,18 @@ def exit_text(code: int | None) -> str:
     return f"exited with code {code}"
 
 
+def hint(code: int | None) -> str:
+    """What to do about a worker that ended that way."""
+    if code is not None and code < 0 and -code != signal.SIGKILL:
+        return (" (a crash in native code, or a signal sent to it: run the case alone with "
+                "PYTHONFAULTHANDLER=1 to see where)")
+    if code is not None and code < 0:
+        return " (killed: by the out-of-memory killer, or by hand)"
+    if code == 0:
+        return " (the implementation or a library ended the process: os._exit or sys.exit)"
+    return ""
+
+
 class StderrTail:
     """A worker's stderr, passed on to this process's as it comes, its last lines kept to be
     shown when the worker dies (a garbage XLA_FLAGS is an error line there and nowhere else)."""
@@ -332,7 +344,7 @@ class Pool:
         tail = self._tails[rank].text() if rank < len(self._tails) else ""
         said = f"; its last stderr lines: {tail}" if tail else "; it wrote nothing to stderr"
         return (f"worker {rank} (pid {proc.pid}) {exit_text(code)} without answering "
-                f"{command!r}{said}")
+                f"{command!r}{said}{hint(code)}")
 
     def pause(self) -> None:
         """SIGSTOP every worker: nothing of theirs runs until ``resume``."""

@@ -156,7 +156,8 @@ class FrameworkPool:
             if "fail" in reply:
                 raise CaseFailed(reply["fail"] + where)
             if "error" in reply:
-                raise CaseError(f"{reply['error']}{where}\n{reply.get('traceback', '')}")
+                frames = implementation_frames(reply.get("traceback", ""))
+                raise CaseError(f"{reply['error']}{where}" + (f"\n{frames}" if frames else ""))
         return [r["ok"] for r in replies]
 
     def open(self, spec: dict[str, Any]) -> int:
@@ -262,6 +263,23 @@ class Pools:
         for key, pool in list(self.live.items()):
             pool.close(kill=True)
             del self.live[key]
+
+
+def implementation_frames(text: str) -> str:
+    """A worker's traceback without the harness's frames: the implementation's lines (and the
+    libraries it called) are what its author needs; a failure the harness raised about the
+    implementation (build() returned None) is its one line, with no frames at all."""
+    harness = f"{os.sep}pytest_mlbench{os.sep}"
+    kept: list[str] = []
+    keep = False
+    for line in text.splitlines():
+        if line.startswith('  File "'):
+            keep = harness not in line
+            if keep:
+                kept.append(line)
+        elif line.startswith("    ") and keep:
+            kept.append(line)
+    return "Traceback (most recent call last):\n" + "\n".join(kept) if kept else ""
 
 
 def compile_caches(folder: str, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
