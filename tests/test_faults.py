@@ -95,3 +95,25 @@ def test_a_child_that_build_starts_in_its_own_session_dies_with_its_worker(
     while psutil.pid_exists(child) and psutil.Process(child).status() != "zombie":
         assert time.monotonic() < deadline, f"build()'s child {child} outlived the session"
         time.sleep(0.05)
+
+
+@pytest.mark.parametrize(("edit", "said"), [
+    (("make_data=lambda rng, d: {", "make_data=lambda rng, d: 1 / 0 or {"),
+     "toy: SPEC.make_data(rng, {'n': 16}) raised ZeroDivisionError: division by zero at "
+     "*spec.py:*"),
+    (('make_params=lambda rng, d: {"w": rng.standard_normal((3, 1))}',
+      "make_params=lambda rng, d: [1, 2]"),
+     "toy: SPEC.make_params(rng, {'n': 16}) returned list; it must return a dict of NumPy "
+     "arrays by name"),
+])
+def test_a_spec_function_that_raises_or_returns_the_wrong_thing_is_one_line(
+        pytester: pytest.Pytester, edit: tuple[str, str], said: str) -> None:
+    make_suite(pytester)
+    spec = pytester.path / "suites" / "toy" / "spec.py"
+    spec.write_text(spec.read_text().replace(*edit))
+    result = pytester.runpytest("suites", "--benchmark-disable", "--mlbench-size=smoke",
+                                "--mlbench-threads=1")
+    result.stdout.fnmatch_lines([said])
+    result.assert_outcomes(failed=2)
+    out = result.stdout.str()
+    assert "Traceback" not in out and "During handling" not in out and "data.py" not in out

@@ -274,7 +274,7 @@ def implementation_frames(text: str) -> str:
     keep = False
     for line in text.splitlines():
         if line.startswith('  File "'):
-            keep = harness not in line
+            keep = harness not in line and '"<frozen ' not in line
             if keep:
                 kept.append(line)
         elif line.startswith("    ") and keep:
