@@ -298,3 +298,11 @@ def test_a_spec_field_of_the_wrong_type_is_its_folders_failing_case_only(
                                 "-k", "invalid")
     result.stdout.fnmatch_lines([f"*bad/spec.py: {said}*"])
     assert "Traceback" not in result.stdout.str()
+
+
+def test_an_empty_suites_folder_is_a_skip_saying_there_is_no_workload_folder(
+        pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(**{"suites/test_toy_suite": TEST_MODULE})
+    result = pytester.runpytest("suites", "--benchmark-disable", "-rs")
+    result.stdout.fnmatch_lines(["SKIPPED [[]2[]] *: no workload folder under *suites (a "
+                                 "workload is a folder with a spec.py*"])
