@@ -182,7 +182,7 @@ def refuse_repeats(refs: Sequence[str], loaded: Sequence[Run]) -> None:
 
 
 def run(args: argparse.Namespace, plots: ModuleType | None) -> tuple[Lines, int]:
-    if args.plots is not None:
+    if args.plots is not None and plots is not None:
         check_plots_folder(args.plots)
     if args.processes and (args.compare or args.machines):
         raise OptionError("--processes is for one run's report; it does not go with "
