@@ -237,3 +237,24 @@ def test_workers_stopped_by_a_killed_session_do_not_outlive_it() -> None:
                  and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
         time.sleep(0.1)
     assert alive == [], f"workers {alive} outlived the session that started them"
+
+
+def test_a_case_left_holding_a_pool_whose_worker_died_says_what_ended_it(
+        no_leftovers: None) -> None:
+    """The matmul peaks' worker killed: the peak is one line naming the signal (no
+    BrokenPipeError), and every case still holding the pool after it is closed says what
+    ended it (never ``assert None is not None``)."""
+    from pytest_mlbench.engine.workers import FrameworkPool, PoolKey
+
+    fp = FrameworkPool(PoolKey("numpy", 1), "", 1, "off", "")
+    fp.pool = _pool(world=1)
+    fp.pool.start()
+    os.kill(fp.pool.pids[0], 9)
+    time.sleep(0.2)
+    with pytest.raises(WorkerCrashed, match=r"exited with signal 9 \(SIGKILL\) without "
+                                            r"answering 'peak'"):
+        fp.peak("float32")
+    fp.close()
+    with pytest.raises(WorkerCrashed, match=r"the numpy worker this case was built in is gone: "
+                                            r"worker 0 \(pid \d+\) exited with signal 9"):
+        fp.case(1, "round")
