@@ -258,3 +258,19 @@ def test_a_case_left_holding_a_pool_whose_worker_died_says_what_ended_it(
     with pytest.raises(WorkerCrashed, match=r"the numpy worker this case was built in is gone: "
                                             r"worker 0 \(pid \d+\) exited with signal 9"):
         fp.case(1, "round")
+
+
+def test_a_dead_oracle_worker_fails_one_call_and_is_replaced(no_leftovers: None) -> None:
+    from pytest_mlbench.oracle import OracleService
+
+    service = OracleService()
+    pool = _pool(world=1)
+    pool.start()
+    service.pools["jax"] = pool
+    assert service.call("echo", 5, backend="jax")["payload"] == 5
+    os.kill(pool.pids[0], 9)
+    time.sleep(0.2)
+    with pytest.raises(WorkerCrashed, match=r"the jax float64 oracle: worker 0 \(pid \d+\) "
+                                            r"exited with signal 9"):
+        service.call("echo", 6, backend="jax")
+    assert "jax" not in service.pools  # the next call starts a fresh worker
