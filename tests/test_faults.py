@@ -4,7 +4,12 @@ the implementation started dies with its worker."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -44,6 +49,13 @@ def build(case):
             f.write(str(child.pid))
     if FAULT == "none":
         return None
+    if FAULT == "stuck":  # a child of its own, then the worker waits: the session is killed
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                                 start_new_session=True)
+        with open({pidfile!r} + ".tmp", "w") as f:
+            f.write(f"{{os.getpid()}} {{child.pid}} {{os.environ['TMPDIR']}}")
+        os.rename({pidfile!r} + ".tmp", {pidfile!r})
+        time.sleep(600)
     return Trainer(case)
 """
 
@@ -117,3 +129,45 @@ def test_a_spec_function_that_raises_or_returns_the_wrong_thing_is_one_line(
     result.assert_outcomes(failed=2)
     out = result.stdout.str()
     assert "Traceback" not in out and "During handling" not in out and "data.py" not in out
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL, signal.SIGINT])
+def test_a_killed_session_leaves_no_process_or_temp_folder_behind(
+        pytester: pytest.Pytester, how: signal.Signals) -> None:
+    make_suite(pytester)
+    pidfile = pytester.path / "child.pid"
+    impl = pytester.path / "suites" / "toy" / "impl_numpy.py"
+    impl.write_text(FAULTY_NUMPY.format(fault="stuck", pidfile=str(pidfile)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
+    session = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "suites", "--benchmark-disable", "--mlbench-size=smoke",
+         "--mlbench-threads=1", "-k", "train_step", "-p", "no:cacheprovider"],
+        cwd=pytester.path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not pidfile.exists():
+        assert session.poll() is None, "the session ended before the worker built the case"
+        assert time.monotonic() < deadline, "the worker never reached build()"
+        time.sleep(0.1)
+    worker, child, tmp = pidfile.read_text().split()
+    assert Path(tmp).name.startswith(f"mlbench-session-{session.pid}-") and Path(tmp).is_dir()
+    session.send_signal(how)
+    try:
+        session.wait(60)
+    finally:
+        if session.poll() is None:
+            session.kill()
+    deadline = time.monotonic() + 15
+    while not (_gone(int(worker)) and _gone(int(child)) and not Path(tmp).exists()):
+        assert time.monotonic() < deadline, (
+            f"left behind: worker {worker} alive={not _gone(int(worker))}, its child {child} "
+            f"alive={not _gone(int(child))}, {tmp} exists={Path(tmp).exists()}")
+        time.sleep(0.1)

@@ -87,3 +87,40 @@ def test_folders_of_dead_sessions_are_swept_and_live_ones_kept(tmp_path: Path) -
 def test_the_session_folder_is_under_the_users_tmpdir() -> None:
     assert Path(leftovers.session_tmp()).parent == Path(tempfile.gettempdir())
     assert leftovers.session_env()["MLBENCH_SESSION"] == str(os.getpid())
+
+
+WORKTREE_SESSION = """
+import sys
+from pathlib import Path
+from pytest_mlbench import ab
+base = ab.prepare(Path(sys.argv[1]), Path(sys.argv[1]) / "suites", "HEAD")
+print(base.side.path[0], flush=True)
+sys.stdin.read()
+"""
+
+
+@linux
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL])
+def test_an_ab_worktree_is_removed_when_the_session_is_killed(
+        tmp_path: Path, how: signal.Signals) -> None:
+    repo = tmp_path / "repo"
+    (repo / "suites").mkdir(parents=True)
+    (repo / "suites" / "x.txt").write_text("x")
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                              text=True).stdout
+
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    session = subprocess.Popen([sys.executable, "-c", WORKTREE_SESSION, str(repo)],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert session.stdout is not None
+    folder = Path(session.stdout.readline().strip())
+    assert (folder / "suites" / "x.txt").is_file() and len(git("worktree", "list").splitlines()) == 2
+    session.send_signal(how)
+    session.wait(30)
+    _wait(f"worktree {folder} outlived the session", lambda: not folder.exists())
+    _wait("git still lists the worktree",
+          lambda: len(git("worktree", "list").splitlines()) == 1)
