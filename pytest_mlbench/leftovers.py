@@ -139,7 +139,7 @@ def cleanup() -> None:
 def sweep_stale(root: Path) -> list[Path]:
     """Remove ``mlbench-session-<pid>-*`` folders of sessions that are gone (killed with their
     janitor); the folders removed."""
-    gone = []
+    gone: list[Path] = []
     try:
         entries = list(root.glob(f"{PREFIX}*"))
     except OSError:

@@ -447,11 +447,11 @@ def test_a_run_whose_rounds_are_all_zero_is_refused(
     import json
 
     data = json.loads(files["a"].read_text())
-    for bench in data["benchmarks"]:
-        bench["stats"]["data"] = [0.0] * len(bench["stats"].get("data") or [1])
-        measure = (bench.get("extra_info", {}).get("mlbench") or {}).get("measure")
-        if measure:
-            measure["passes"] = [[0.0] * len(p) for p in measure["passes"]]
+    for entry in data["benchmarks"]:
+        entry["stats"]["data"] = [0.0] * len(entry["stats"].get("data") or [1])
+        found = (entry.get("extra_info", {}).get("mlbench") or {}).get("measure")
+        if found:
+            found["passes"] = [[0.0] * len(p) for p in found["passes"]]
     zero = write(tmp_path / "zero.json", data)
     assert cli.main(["report", "--compare", str(zero), str(files["a"])]) == 2
     err = capsys.readouterr().err.strip().splitlines()
