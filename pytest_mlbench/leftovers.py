@@ -64,7 +64,8 @@ for kind, rest in reversed(paths):
 """
 
 _lock = threading.Lock()
-_state: dict[str, Any] = {"pid": 0, "folder": None, "janitor": None, "cleanups": []}
+_state: dict[str, Any] = {"pid": 0, "folder": None, "janitor": None, "cleanups": [],
+                          "handlers": False}
 
 
 def session_env() -> dict[str, str]:
@@ -76,15 +77,18 @@ def session_tmp() -> str:
     """The session's temporary folder, made (with its janitor and handlers) on first use."""
     with _lock:
         if _state["pid"] != os.getpid():  # first use, or a forked child: its own
-            _state.update(pid=os.getpid(), folder=None, janitor=None, cleanups=[])
+            _state.update(pid=os.getpid(), folder=None, janitor=None, cleanups=[],
+                          handlers=False)
         if _state["folder"] is None:
             sweep_stale(Path(tempfile.gettempdir()))
             folder = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-")
             _state["folder"] = folder
             _start_janitor()
             _tell_janitor(f"dir {folder}")
-            _install()
+            atexit.register(_at_exit)
             _state["cleanups"].append(lambda: shutil.rmtree(folder, ignore_errors=True))
+        if not _state["handlers"]:  # first made in another thread: set them when we can
+            _state["handlers"] = _install_handlers()
         return str(_state["folder"])
 
 
@@ -204,16 +208,16 @@ def _at_exit() -> None:
     _finish_janitor()
 
 
-def _install() -> None:
-    """atexit, and SIGTERM/SIGHUP handlers where they are still the default (the main
-    thread only: Python's rule)."""
-    atexit.register(_at_exit)
+def _install_handlers() -> bool:
+    """SIGTERM/SIGHUP handlers where they are still the default; False outside the main
+    thread (Python's rule: only it may set them)."""
     if threading.current_thread() is not threading.main_thread():
-        return
+        return False
     for name in CLEANED_SIGNALS:
         sig = getattr(signal, name, None)
         if sig is not None and signal.getsignal(sig) is signal.SIG_DFL:
             signal.signal(sig, _on_signal)
+    return True
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
