@@ -222,6 +222,8 @@ class Workload:
                 isinstance(k, str) and isinstance(v, tuple | list) for k, v in self.sizes.items()):
             out.append(f"sizes={_short(self.sizes)} must map each size profile "
                        f"({', '.join(SIZE_NAMES)}) to a tuple of Shape")
+        else:
+            out += _shape_problems(self.sizes)
         if not isinstance(self.implementations, Mapping) or not all(
                 isinstance(k, str) and isinstance(v, tuple | list)
                 and all(isinstance(x, str) for x in v) for k, v in self.implementations.items()):
@@ -321,3 +323,17 @@ def _short(value: Any, width: int = 60) -> str:
     text = repr(value)
     text = text if len(text) <= width else text[:width - 3] + "..."
     return f"{text} ({type(value).__name__})"
+
+
+def _shape_problems(sizes: Mapping[str, Any]) -> list[str]:
+    """Each Shape's dims a mapping of names to positive integers."""
+    out = []
+    for size, shapes in sizes.items():
+        for shape in shapes:
+            dims = getattr(shape, "dims", None)
+            if isinstance(shape, Shape) and not (isinstance(dims, Mapping) and all(
+                    isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+                    and v > 0 for k, v in dims.items())):
+                out.append(f"sizes[{size!r}]: Shape dims={_short(dims)} must map names to "
+                           "positive integers, e.g. Shape({'n': 64})")
+    return out

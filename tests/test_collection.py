@@ -275,6 +275,10 @@ def test_a_missing_framework_skips_a_users_test_naming_the_extra(
      "task 'sgd': its FLOPs function returned 'many' (str) for dims {'n': 16}; it must return "
      "a non-negative integer"),
     (("make_data=lambda", "make_data=3, unused=lambda"), "make_data=3 (int) must be a function"),
+    (('Shape({"n": 16})', 'Shape({"n": "16"})'),
+     "sizes['smoke']: Shape dims={'n': '16'} (dict) must map names to positive integers"),
+    (('{"numpy": ("eager",)}', '{"numpy": "eager"}'),
+     "implementations={'numpy': 'eager'} (dict) must map a framework name to a tuple"),
 ])
 def test_a_spec_field_of_the_wrong_type_is_its_folders_failing_case_only(
         pytester: pytest.Pytester, edit: tuple[str, str], said: str) -> None:
@@ -296,7 +300,8 @@ def test_a_spec_field_of_the_wrong_type_is_its_folders_failing_case_only(
                                  "*test_train_step[[]bad-invalid[]]*"])
     result = pytester.runpytest("suites", "--benchmark-disable", "--mlbench-size=smoke",
                                 "-k", "invalid")
-    result.stdout.fnmatch_lines([f"*bad/spec.py: {said}*"])
+    escaped = "".join({"[": "[[]", "]": "[]]"}.get(c, c) for c in said)  # fnmatch's classes
+    result.stdout.fnmatch_lines([f"*bad/spec.py: {escaped}*"])
     assert "Traceback" not in result.stdout.str()
 
 
