@@ -228,7 +228,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _label(run: Run, loaded: Sequence[Run]) -> str:
-    """The machine id, or with the file name when two runs share a machine id."""
+    """The machine id; with the file name when two runs share a machine id, and with the
+    whole path when they share that too (copies of one file): every column its own name."""
     ids = [compare.label(r) for r in loaded]
     name = compare.label(run)
-    return name if ids.count(name) == 1 else f"{name}:{Path(run.where).stem}"
+    if ids.count(name) == 1:
+        return name
+    stems = [f"{compare.label(r)}:{Path(r.where).stem}" for r in loaded]
+    stem = f"{name}:{Path(run.where).stem}"
+    return stem if stems.count(stem) == 1 else f"{name}:{run.where}"

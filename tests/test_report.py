@@ -462,3 +462,13 @@ def test_bounds_far_from_their_figure_print_in_three_figures_not_140_digits() ->
     assert tables.interval(1.5, 3.2e137, ".4f") == "[1.5000, 3.2e+137]"
     assert tables.interval(-0.5, 2e130, "+.1%") == "[-50.0%, +2e+132%]"
     assert tables.interval(0.98, 1.03, ".2f") == "[0.98, 1.03]"
+
+
+def test_copies_of_one_run_in_two_folders_get_a_column_each(
+        files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    copy = tmp_path / "elsewhere" / files["a"].name
+    copy.parent.mkdir()
+    copy.write_bytes(files["a"].read_bytes())
+    assert cli.main(["report", "--machines", str(files["a"]), str(copy)]) == 0
+    out = capsys.readouterr().out
+    assert f":{files['a']}" in out and f":{copy}" in out
