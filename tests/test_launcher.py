@@ -274,3 +274,9 @@ def test_a_dead_oracle_worker_fails_one_call_and_is_replaced(no_leftovers: None)
                                             r"exited with signal 9"):
         service.call("echo", 6, backend="jax")
     assert "jax" not in service.pools  # the next call starts a fresh worker
+
+
+def test_a_worker_writing_junk_to_stdout_does_not_break_the_protocol(no_leftovers: None) -> None:
+    with _pool(world=1) as pool:
+        assert pool.call("stdout") == ["still talking"]
+        assert pool.call("echo", 2)[0]["payload"] == 2

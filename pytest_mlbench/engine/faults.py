@@ -44,6 +44,10 @@ class Faulty:
 
     def __call__(self, command: str, payload: Any) -> Any:
         self._maybe_fail(command)
+        if command == "stdout":  # junk on stdout and a raw write to fd 1: not the protocol
+            print("garbage " * 50, flush=True)
+            os.write(1, b"\x00\x01\x80junk\n")
+            return "still talking"
         if command == "spawn":  # a child in a session of its own, as a build() might start
             child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
                                      start_new_session=True)
