@@ -1,6 +1,8 @@
 """The launcher every worker process comes from (framework workers, data-parallel ranks, the
-oracle): a crash or a hang surfaces as a WorkerError with the worker's own traceback or exit
-code, never as a silent hang, and closing a pool leaves no process behind. The workers that
+oracle): a crash or a hang surfaces as a WorkerError of one line (what it raised and where, or
+its exit code or signal with its last stderr lines, or the timeout), never as a silent hang
+or a BrokenPipeError, and closing a pool leaves no process behind, not even one a worker
+started in a session of its own. The workers that
 misbehave on purpose are in pytest_mlbench/engine/faults.py."""
 
 from __future__ import annotations

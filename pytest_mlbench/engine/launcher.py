@@ -5,8 +5,12 @@ its own environment, working directory and even its own interpreter, so that a w
 another revision's code or another environment's frameworks (the A/B gate). It applies its
 environment before anything imports a framework, builds a handler from ``target`` and answers
 commands until told to stop. The parent sends a command to every worker and waits for every
-reply, so a worker that raises, dies or never answers surfaces as a WorkerError with the
-worker's own traceback, not as a silent hang. ``pause``/``resume`` stop and continue the
+reply, so a worker that raises, dies or never answers surfaces as a WorkerError of one line,
+not as a silent hang: what it raised and where (the innermost frame outside this package),
+or how it ended (exit code, signal name) with the last lines of its stderr, which the parent
+drains from a pipe (passing them on) and keeps, or that it did not answer in time. Every
+worker carries MLBENCH_POOL in its environment, and whatever it starts inherits it: closing
+the pool kills those too, even in a session of their own (setsid) or reparented away. ``pause``/``resume`` stop and continue the
 workers (SIGSTOP/SIGCONT): an idle worker's thread pools cannot spin on a core another worker
 is being timed on. Closing the pool always ends every worker: stop, terminate, kill, reap.
 """
