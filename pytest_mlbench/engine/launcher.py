@@ -249,6 +249,16 @@ def kill_descendants(token: str) -> list[int]:
     return killed
 
 
+def _signal(proc: subprocess.Popen[bytes], sig: int) -> None:
+    """``sig`` to a worker still running; one that died meanwhile is left to the next
+    command, which reports how it ended."""
+    if proc.poll() is None:
+        try:
+            os.kill(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+
+
 class Pool:
     """``spec.world`` workers running ``spec.target``; use as a context manager."""
 
@@ -354,15 +364,13 @@ class Pool:
         """SIGSTOP every worker: nothing of theirs runs until ``resume``."""
         if not self.paused and hasattr(signal, "SIGSTOP"):
             for proc in self._procs:
-                if proc.poll() is None:
-                    os.kill(proc.pid, signal.SIGSTOP)
+                _signal(proc, signal.SIGSTOP)
             self.paused = True
 
     def resume(self) -> None:
         if self.paused:
             for proc in self._procs:
-                if proc.poll() is None:
-                    os.kill(proc.pid, signal.SIGCONT)
+                _signal(proc, signal.SIGCONT)
             self.paused = False
 
     def _gather(self, command: str, timeout: float) -> list[Any]:
