@@ -12,7 +12,8 @@ drains from a pipe (passing them on) and keeps, or that it did not answer in tim
 worker carries MLBENCH_POOL in its environment, and whatever it starts inherits it: closing
 the pool kills those too, even in a session of their own (setsid) or reparented away.
 ``pause``/``resume`` stop and continue the workers (SIGSTOP/SIGCONT): an idle worker's
-thread pools cannot spin on a core another worker is being timed on. Closing the pool always ends every worker: stop, terminate, kill, reap.
+thread pools cannot spin on a core another worker is being timed on. Closing the pool always
+ends every worker: stop, terminate, kill, reap.
 """
 
 from __future__ import annotations
