@@ -472,3 +472,19 @@ def test_copies_of_one_run_in_two_folders_get_a_column_each(
     assert cli.main(["report", "--machines", str(files["a"]), str(copy)]) == 0
     out = capsys.readouterr().out
     assert f":{files['a']}" in out and f":{copy}" in out
+
+
+def test_a_run_of_400000_rounds_a_process_reports_in_seconds(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The bootstrap held resamples x rounds draws: minutes and gigabytes for this run."""
+    import time
+
+    from tests.synthetic import measure as make
+
+    recs = [Record(identity(impl), impl, make(m, processes=3, rounds=400_000))
+            for impl, m in (("jax-jit", 1e-3), ("jax-eager", 2e-3))]
+    path = write(tmp_path / "long.json", run_json(*map(bench, recs)))
+    start = time.monotonic()
+    assert cli.main(["report", str(path)]) == 0
+    assert time.monotonic() - start < 60
+    assert "3 x 400000" in capsys.readouterr().out
