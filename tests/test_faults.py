@@ -71,11 +71,11 @@ def _session(pytester: pytest.Pytester, fault: str) -> pytest.RunResult:
 
 @pytest.mark.parametrize(("fault", "said"), [
     ("segv", r"*toy-numpy-eager-cpu-fp32: the worker failed: worker 0 (pid *) exited with "
-             r"signal 11 (SIGSEGV) without answering 'case'*PYTHONFAULTHANDLER=1*"),
+             r"signal 11 (SIGSEGV) without answering 'case *'*PYTHONFAULTHANDLER=1*"),
     ("exit0", "*toy-numpy-eager-cpu-fp32: the worker failed: worker 0 (pid *) exited with code "
-              "0 without answering 'case'*os._exit or sys.exit*"),
+              "0 without answering 'case *'*os._exit or sys.exit*"),
     ("interrupt", "*toy-numpy-eager-cpu-fp32: the worker failed: worker 0 (pid *) raised "
-                  "KeyboardInterrupt (at *impl_numpy.py:* in step) while running 'case'"),
+                  "KeyboardInterrupt (at *impl_numpy.py:* in step) while running 'case *'"),
     ("none", "*toy-numpy-eager-cpu-fp32: *build(case) returned None; it must return an "
              "object with params(), loss_and_grads(), step()*"),
 ])

@@ -330,24 +330,27 @@ class Pool:
                                 f"pytest-mlbench {PROTOCOL}: the other revision or environment "
                                 "has an incompatible pytest-mlbench")
 
-    def call(self, command: str, payload: Any = None, timeout: float | None = None) -> list[Any]:
-        """Send ``command`` to every worker; their replies in rank order."""
-        return self.call_each(command, [payload] * len(self._conns), timeout)
+    def call(self, command: str, payload: Any = None, timeout: float | None = None,
+             label: str = "") -> list[Any]:
+        """Send ``command`` to every worker; their replies in rank order. ``label`` names
+        the command in errors (default: the command): ``case round``."""
+        return self.call_each(command, [payload] * len(self._conns), timeout, label)
 
     def call_each(self, command: str, payloads: Sequence[Any],
-                  timeout: float | None = None) -> list[Any]:
+                  timeout: float | None = None, label: str = "") -> list[Any]:
         """Send ``command`` with a payload per rank; their replies in rank order."""
         self.resume()
+        what = label or command
         if not self._conns:
-            raise WorkerCrashed(f"the pool of {self.spec.target} is closed: {command!r} has "
+            raise WorkerCrashed(f"the pool of {self.spec.target} is closed: {what!r} has "
                                 "no worker to run on")
         for rank, (conn, payload) in enumerate(zip(self._conns, payloads, strict=True)):
             try:
                 conn.send((command, payload))
             except (BrokenPipeError, ConnectionError, OSError):
                 self._failed = True
-                raise WorkerCrashed(self.died(rank, command)) from None
-        return self._gather(command, self.timeout if timeout is None else timeout)
+                raise WorkerCrashed(self.died(rank, what)) from None
+        return self._gather(what, self.timeout if timeout is None else timeout)
 
     def died(self, rank: int, command: str) -> str:
         """One line: how worker ``rank`` ended, the command it did not answer, its stderr."""

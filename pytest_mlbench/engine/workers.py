@@ -85,9 +85,9 @@ class FrameworkPool:
         return self.pool
 
     def _call(self, command: str, payload: Any = None, timeout: float | None = None,
-              ) -> list[Any]:
+              label: str = "") -> list[Any]:
         try:
-            return self.live().call(command, payload, timeout)
+            return self.live().call(command, payload, timeout, label)
         except WorkerError as exc:
             self.ended = self.ended or str(exc)
             raise
@@ -167,7 +167,8 @@ class FrameworkPool:
     def case(self, handle: int, method: str, *args: Any, timeout: float | None = None,
              ) -> list[Any]:
         """The command's value on every rank (one entry for a single-device case)."""
-        return self._values(self._call("case", (handle, method, args), timeout))
+        return self._values(self._call("case", (handle, method, args), timeout,
+                                       label=f"case {method}"))
 
     def close_case(self, handle: int) -> None:
         if self.pool is not None:
