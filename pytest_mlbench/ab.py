@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from pytest_mlbench import regression, stats
+from pytest_mlbench import leftovers, regression, stats
 from pytest_mlbench.engine.workers import Side
 from pytest_mlbench.options import GateSettings, OptionError, parse_percent
 from pytest_mlbench.results import Outcome
@@ -77,7 +76,7 @@ def _worktree(rootpath: Path, suites: Path, ref: str) -> BaseSide:
     if sha.returncode:
         raise ABError(f"--mlbench-ab: git does not know the revision {ref!r} here; fetch it "
                       f"first (git fetch origin {ref.split('/')[-1]})")
-    folder = Path(tempfile.mkdtemp(prefix="mlbench-ab-"))
+    folder = Path(leftovers.temp_folder("mlbench-ab-"))
     added = _git(rootpath, "worktree", "add", "--detach", str(folder), sha.stdout.strip())
     if added.returncode:
         shutil.rmtree(folder, ignore_errors=True)
@@ -87,6 +86,7 @@ def _worktree(rootpath: Path, suites: Path, ref: str) -> BaseSide:
         _git(rootpath, "worktree", "remove", "--force", str(folder))
         shutil.rmtree(folder, ignore_errors=True)
 
+    leftovers.worktree(rootpath, folder, remove)  # removed even if the session is killed
     here = Path(top.stdout.strip())
     base_root = folder / rootpath.resolve().relative_to(here.resolve())
     base_suites = base_root / suites.resolve().relative_to(rootpath.resolve())

@@ -33,14 +33,13 @@ progress lines (progress.py).
 from __future__ import annotations
 
 import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from pytest_mlbench import data, schedule, verify
+from pytest_mlbench import data, leftovers, schedule, verify
 from pytest_mlbench.case import CaseId
 from pytest_mlbench.catalogue import Catalogue
 from pytest_mlbench.checks import tolerances
@@ -119,7 +118,7 @@ class Campaign:
         """Every case's outcome, by ``key_of(side, case)`` (the case name on the default side)."""
         self.progress.started = started = time.monotonic()
         passes = self.progress.passes
-        self.pools.caches = tempfile.mkdtemp(prefix="mlbench-caches-")
+        self.pools.caches = leftovers.temp_folder("mlbench-caches-")  # removed even if killed
         try:
             # the parent's own NumPy (references, audits) on one BLAS thread for the whole
             # campaign: it never leaves spinning threads on a core, and threads share it

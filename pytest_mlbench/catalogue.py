@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -105,7 +105,13 @@ def read_folder(folder: Path, frameworks: tuple[str, ...]) -> tuple[Workload | N
     spec = getattr(module, "SPEC", None)
     if not isinstance(spec, Workload):
         return None, [Problem(spec_file, "defines no SPEC = Workload(...)")]
-    problems = [Problem(spec_file, rule) for rule in spec.problems()]
+    try:
+        rules = spec.problems()
+    except Exception as exc:  # noqa: BLE001 - a spec the rules cannot read is this folder's
+        rules = [f"checking SPEC raised {type(exc).__name__}: {exc}"]
+    problems = [Problem(spec_file, rule) for rule in rules]
+    if not isinstance(spec.name, str) or not isinstance(spec.implementations, dict | Mapping):
+        return spec, problems  # the rules below read these two
     if spec.name != folder.name:
         problems.append(Problem(spec_file, f"SPEC.name {spec.name!r} must match the folder "
                                            f"name {folder.name!r}"))

@@ -15,7 +15,9 @@ report."""
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -169,7 +171,37 @@ def _named(flag: str, parse: Callable[[str], float], value: str) -> float:
         raise OptionError(f"{flag}: {exc}") from None
 
 
+def check_plots_folder(folder: Path) -> None:
+    """``--plots DIR`` must be a folder this process can write (made when missing), checked
+    before any run is read: a device, a file, a read-only or missing parent is one line."""
+    if folder.exists() and not folder.is_dir():
+        raise OptionError(f"--plots {folder}: not a folder; give a folder for the charts "
+                          "(made when missing)")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OptionError(f"--plots {folder}: cannot make the folder ({exc.strerror}); give "
+                          "a folder you can write") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise OptionError(f"--plots {folder}: the folder is not writable; give a folder you "
+                          "can write")
+
+
+def refuse_repeats(refs: Sequence[str], loaded: Sequence[Run]) -> None:
+    """The same run named twice (as two paths, or a name and its path) would be a machine
+    compared with itself, its columns colliding: refused, naming it."""
+    seen: dict[str, str] = {}
+    for ref, r in zip(refs, loaded, strict=True):
+        where = os.path.realpath(r.where) if os.path.exists(r.where) else r.where
+        if where in seen:
+            raise OptionError(f"{ref!r} and {seen[where]!r} are the same run ({r.where}); "
+                              "give each run once")
+        seen[where] = ref
+
+
 def run(args: argparse.Namespace, plots: ModuleType | None) -> tuple[Lines, int]:
+    if args.plots is not None and plots is not None:
+        check_plots_folder(args.plots)
     if args.processes and (args.compare or args.machines):
         raise OptionError("--processes is for one run's report; it does not go with "
                           f"--{'compare' if args.compare else 'machines'}")
@@ -178,6 +210,8 @@ def run(args: argparse.Namespace, plots: ModuleType | None) -> tuple[Lines, int]
     limits = _named("--threshold", parse_percent, args.threshold), _named(
         "--alpha", parse_alpha, args.alpha)  # bad values fail before any file is read
     loaded = [load(ref, args.baselines) for ref in args.runs]
+    if not args.compare:
+        refuse_repeats(args.runs, loaded)
     if args.compare:
         return two_runs(limits, args, loaded[0], loaded[1], plots)
     for r in loaded:
@@ -203,12 +237,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (BaselineError, OptionError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a chart that cannot be written (a full disk, a folder removed)
+        what = f" {exc.filename}" if exc.filename else ""
+        why = exc.strerror or errno.errorcode.get(exc.errno or 0, str(exc))
+        print(f"{PROG}: error: cannot write{what}: {why}; free space or give another --plots "
+              "folder", file=sys.stderr)
+        return 2
     print("\n".join(lines))
     return status
 
 
 def _label(run: Run, loaded: Sequence[Run]) -> str:
-    """The machine id, or with the file name when two runs share a machine id."""
+    """The machine id; with the file name when two runs share a machine id, and with the
+    whole path when they share that too (copies of one file): every column its own name."""
     ids = [compare.label(r) for r in loaded]
     name = compare.label(run)
-    return name if ids.count(name) == 1 else f"{name}:{Path(run.where).stem}"
+    if ids.count(name) == 1:
+        return name
+    stems = [f"{compare.label(r)}:{Path(r.where).stem}" for r in loaded]
+    stem = f"{name}:{Path(run.where).stem}"
+    return stem if stems.count(stem) == 1 else f"{name}:{run.where}"

@@ -57,9 +57,30 @@ def seeded_start(workload: Any, shape: Any, seed: int, policy: Policy) -> tuple[
     """Data and initial params at the policy's dtype; the same seed gives the same bytes."""
     dtype = numpy_dtype(policy)
     rng = generator(seed, workload.data_key or workload.name, shape.label)
-    inputs = workload.make_data(rng, shape.dims)
-    params = workload.make_params(rng, shape.dims)
+    inputs = _made(workload, "make_data", rng, shape.dims)
+    params = _made(workload, "make_params", rng, shape.dims)
     return cast(inputs, dtype), cast(params, dtype)
+
+
+def _made(workload: Any, name: str, rng: np.random.Generator, dims: Any) -> Arrays:
+    """``SPEC.<name>(rng, dims)``, or SpecError with one line: what it raised (and where) or
+    returned, for which dims, and what it must return."""
+    import traceback
+
+    from pytest_mlbench.errors import SpecError
+
+    where = f"{workload.name}: SPEC.{name}(rng, {dict(dims)})"
+    try:
+        made = getattr(workload, name)(rng, dims)
+    except Exception as exc:  # noqa: BLE001 - the spec's own error, reported as one line
+        frames = traceback.extract_tb(exc.__traceback__)[1:]
+        at = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+        raise SpecError(f"{where} raised {type(exc).__name__}: {exc}{at}") from None
+    if not isinstance(made, Mapping) or not all(
+            isinstance(k, str) and np.asarray(v).dtype != object for k, v in made.items()):
+        raise SpecError(f"{where} returned {type(made).__name__}; it must return a dict of "
+                        "NumPy arrays by name")
+    return dict(made)
 
 
 def probe(workload: Any, shape: Any, task: Any, seed: int, index: int, policy: Policy,

@@ -13,3 +13,8 @@ class Unsupported(Exception):
 
 class PolicyNotApplied(AssertionError):
     """A precision policy or compile variant did not take effect: the case fails, never downgrades."""
+
+
+class SpecError(AssertionError):
+    """A workload's SPEC function raised or returned the wrong thing (make_data, make_params):
+    the case fails with one line naming the function, the dims and what it must return."""

@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from pytest_mlbench.engine.launcher import Launch, Pool, WorkerSpec
+from pytest_mlbench.engine.launcher import Launch, Pool, WorkerError, WorkerSpec
 from pytest_mlbench.errors import Unavailable
 
 BACKENDS = ("jax", "torch")
@@ -41,7 +41,14 @@ class OracleService:
             raise Unavailable("this workload's reference comes from an autodiff oracle: "
                               "pip install 'pytest-mlbench[jax]' (or [torch])")
         with self._pool_lock(name):
-            return self._pool(name).call(command, payload)[0]
+            pool = self._pool(name)
+            try:
+                return pool.call(command, payload)[0]
+            except WorkerError as exc:  # dead or hung: the next call starts a fresh worker
+                pool.close()
+                with self._lock:
+                    self.pools.pop(name, None)
+                raise type(exc)(f"the {name} float64 oracle: {exc}") from None
 
     def _pool_lock(self, name: str) -> threading.Lock:
         with self._lock:

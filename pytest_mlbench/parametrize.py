@@ -89,7 +89,19 @@ def case_params(cases: list[CaseId], catalogue: Catalogue,
         if cid.shape.main and cid.task.main:
             marks.append(pytest.mark.mlbench_main)
         params.append(pytest.param(cid, id=cid.name, marks=marks))
-    return params + broken_params(catalogue)
+    return params + broken_params(catalogue) or nothing_here(catalogue, "none")
+
+
+def nothing_here(catalogue: Catalogue, id_: str) -> list[Any]:
+    """One skipped parameter saying why there is nothing to run: no workload folder at all
+    (a suites folder that is empty, or the wrong folder), else nothing the selection keeps."""
+    if not catalogue.workloads and not catalogue.problems:
+        reason = (f"no workload folder under {catalogue.root} (a workload is a folder with a "
+                  "spec.py: ADDING_WORKLOADS.md); set the ini value mlbench_suites to the "
+                  "folder that holds them")
+    else:
+        reason = "no case matches the selected frameworks, variants, precisions and workers"
+    return [pytest.param(None, id=id_, marks=pytest.mark.skip(reason=reason))]
 
 
 def broken_params(catalogue: Catalogue) -> list[Any]:
@@ -104,7 +116,7 @@ def broken_params(catalogue: Catalogue) -> list[Any]:
 def workload_params(catalogue: Catalogue, settings: Settings) -> list[Any]:
     return [pytest.param((w, shape), id=f"{w.name}-{shape.label}" if shape.label else w.name)
             for w in catalogue.workloads for shape in w.sizes[settings.size]] \
-        + broken_params(catalogue)
+        + broken_params(catalogue) or nothing_here(catalogue, "none")
 
 
 def single_params(name: str, settings: Settings, registry: Mapping[str, Any]) -> list[Any]:

@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
+
 from pytest_mlbench import stats
 
 SCHEMA = 2
@@ -254,6 +256,10 @@ def _identity(data: Mapping[str, Any]) -> Identity:
 def _rounds(value: Any, what: str) -> tuple[float, ...]:
     if not isinstance(value, Sequence) or isinstance(value, str | bytes):
         raise RecordError(f"{what} is not a list of rounds")
+    if all(type(t) is float for t in value):  # the usual case, at array speed
+        arr = np.asarray(value, dtype=np.float64)
+        if np.isfinite(arr).all() and (arr > 0).all():
+            return tuple(value)
     return tuple(_seconds(t, f"{what} round {i}") for i, t in enumerate(value))
 
 

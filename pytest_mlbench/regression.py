@@ -188,7 +188,7 @@ def table(rows: Sequence[Row]) -> list[str]:
     for r in rows:
         q = r.ratio
         body.append([r.name, _ms(r.baseline), _ms(r.current),
-                     f"{q.change:+.1%}" if q else "-",
+                     tables.number(q.change, "+.1%") if q else "-",
                      tables.interval(q.low - 1, q.high - 1, "+.1%") if q else "-",
                      f"{r.threshold:.0%}", f"{q.p_slower:.2g}" if q else "-",
                      f"{_procs(r.baseline)}/{_procs(r.current)}", r.verdict])
@@ -217,8 +217,8 @@ def summary(j: Judgement) -> str:
         return (f"mlbench gate: passed ({len(judged)} judged, none significantly slower"
                 f"{tail})")
     return (f"mlbench gate: FAILED: {len(failed)} of {len(judged)} judged benchmarks slower: "
-            + ", ".join(f"{r.name} {r.ratio.change:+.1%} (p={r.ratio.p_slower:.2g})"
-                        for r in failed if r.ratio) + tail)
+            + ", ".join(f"{r.name} {tables.number(r.ratio.change, '+.1%')} "
+                        f"(p={r.ratio.p_slower:.2g})" for r in failed if r.ratio) + tail)
 
 
 def fails(j: Judgement) -> bool:

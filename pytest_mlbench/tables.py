@@ -23,6 +23,22 @@ def render(header: Sequence[str], rows: Sequence[Sequence[str]], *, left: int = 
     return lines
 
 
+WIDEST = 12  # characters a number may take in a fixed format before it is shown in three figures
+
+
+def number(value: float, fmt: str) -> str:
+    """``value`` in ``fmt`` (".4f", "+.1%"), or in three significant figures where the fixed
+    format would run long: the bounds of a busy host's interval reached 1e137 and printed
+    140 digits."""
+    text = f"{value:{fmt}}"
+    if len(text) <= WIDEST:
+        return text
+    sign = "+" if fmt.startswith("+") else ""
+    if fmt.endswith("%"):
+        return f"{value * 100:{sign}.3g}%"
+    return f"{value:{sign}.3g}"
+
+
 def interval(low: float, high: float, fmt: str) -> str:
-    """``[0.98, 1.03]`` in the given number format."""
-    return f"[{low:{fmt}}, {high:{fmt}}]"
+    """``[0.98, 1.03]`` in the given number format (see ``number``)."""
+    return f"[{number(low, fmt)}, {number(high, fmt)}]"

@@ -163,6 +163,7 @@ class Workload:
         raise KeyError(f"workload {self.name!r} has no {size} shape {label!r}")
 
     def flops(self, task: Task, dims: Dims) -> int | None:
+        """FLOPs per step (problems() has checked the function returns an integer)."""
         fn = task.flops or (self.flops_per_step if task.kind == "train" else None)
         return int(fn(dims)) if fn else None
 
@@ -187,8 +188,12 @@ class Workload:
         return None
 
     def problems(self) -> list[str]:
-        """Every rule of ADDING_WORKLOADS.md this spec breaks, one line each (empty: fine)."""
-        out = []
+        """Every rule of ADDING_WORKLOADS.md this spec breaks, one line each (empty: fine).
+        Fields of the wrong type are reported first, alone: the later rules read them."""
+        typed = self._type_problems()
+        if typed:
+            return typed
+        out = self._flops_problems()
         missing = [s for s in SIZE_NAMES if s not in self.sizes]
         if missing:
             out.append(f"sizes lacks {', '.join(missing)}: every size profile "
@@ -205,6 +210,66 @@ class Workload:
         if wanted is not None and (not wanted or not set(wanted) <= set(POLICIES)):
             out.append(f"default_precisions={wanted!r} must be a non-empty tuple of policy "
                        f"names ({', '.join(POLICIES)})")
+        return out
+
+    def _type_problems(self) -> list[str]:
+        """Each field of the type ADDING_WORKLOADS.md gives it, or one line saying which
+        (``sizes="smoke"``, a learning rate in quotes, a task that is not a Task)."""
+        out = []
+        if not isinstance(self.name, str) or not self.name:
+            out.append(f"name={self.name!r} must be a non-empty string")
+        if not isinstance(self.sizes, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, tuple | list) for k, v in self.sizes.items()):
+            out.append(f"sizes={_short(self.sizes)} must map each size profile "
+                       f"({', '.join(SIZE_NAMES)}) to a tuple of Shape")
+        else:
+            out += _shape_problems(self.sizes)
+        if not isinstance(self.implementations, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, tuple | list)
+                and all(isinstance(x, str) for x in v) for k, v in self.implementations.items()):
+            out.append(f"implementations={_short(self.implementations)} must map a framework "
+                       "name to a tuple of variant names, e.g. {'jax': ('eager', 'jit')}")
+        lr = self.learning_rate
+        if lr is not None and not (_real(lr) and lr > 0):
+            out.append(f"learning_rate={lr!r} must be a positive number (not a string)")
+        if not isinstance(self.tasks, tuple | list) or not all(
+                isinstance(t, Task) for t in self.tasks):
+            out.append(f"tasks={_short(self.tasks)} must be a tuple of train(...), infer() or "
+                       "transform(...)")
+        for field_name in ("make_data", "make_params", "loss", "grad", "forward", "objective",
+                           "flops_per_step", "reference_checks"):
+            value = getattr(self, field_name)
+            if value is not None and not callable(value):
+                out.append(f"{field_name}={_short(value)} must be a function")
+        if not (isinstance(self.check_steps, int) and self.check_steps >= 1):
+            out.append(f"check_steps={self.check_steps!r} must be a positive integer")
+        return out
+
+    def _flops_problems(self) -> list[str]:
+        """Each task's FLOPs function, called on every shape, gives a non-negative integer
+        (called here, once, so a wrong one is this folder's failure, not the session's)."""
+        out = []
+        shapes = [s for shapes in self.sizes.values() for s in shapes if isinstance(s, Shape)]
+        for task in self.all_tasks:
+            fn = task.flops or (self.flops_per_step if task.kind == "train" else None)
+            if fn is None:
+                continue
+            if not callable(fn):
+                out.append(f"task {task.label!r}: flops={_short(fn)} must be a function")
+                continue
+            for shape in shapes:
+                try:
+                    value = fn(shape.dims)
+                except Exception as exc:  # noqa: BLE001 - reported as this folder's problem
+                    out.append(f"task {task.label!r}: its FLOPs function raised "
+                               f"{type(exc).__name__}: {exc} for dims {dict(shape.dims)}")
+                    break
+                if not (isinstance(value, int | np.integer) and not isinstance(value, bool)
+                        and value >= 0):
+                    out.append(f"task {task.label!r}: its FLOPs function returned "
+                               f"{_short(value)} for dims {dict(shape.dims)}; it must return "
+                               "a non-negative integer (FLOPs per step)")
+                    break
         return out
 
     def _task_problems(self) -> list[str]:
@@ -246,3 +311,29 @@ class Workload:
                 out.append(f"tolerances[{name!r}] must map a precision ({', '.join(POLICIES)}) "
                            "to Tolerances(grad=Tolerance(...), trajectory=Tolerance(...))")
         return out
+
+
+def _real(value: Any) -> bool:
+    return isinstance(value, int | float | np.floating | np.integer) and not isinstance(
+        value, bool) and bool(np.isfinite(value))
+
+
+def _short(value: Any, width: int = 60) -> str:
+    """``repr`` cut to ``width`` characters, naming the type: what a spec gave."""
+    text = repr(value)
+    text = text if len(text) <= width else text[:width - 3] + "..."
+    return f"{text} ({type(value).__name__})"
+
+
+def _shape_problems(sizes: Mapping[str, Any]) -> list[str]:
+    """Each Shape's dims a mapping of names to positive integers."""
+    out = []
+    for size, shapes in sizes.items():
+        for shape in shapes:
+            dims = getattr(shape, "dims", None)
+            if isinstance(shape, Shape) and not (isinstance(dims, Mapping) and all(
+                    isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+                    and v > 0 for k, v in dims.items())):
+                out.append(f"sizes[{size!r}]: Shape dims={_short(dims)} must map names to "
+                           "positive integers, e.g. Shape({'n': 64})")
+    return out

@@ -264,3 +264,50 @@ def test_a_missing_framework_skips_a_users_test_naming_the_extra(
     """)
     result = pytester.runpytest("-rs", "--mlbench-frameworks=fakefw")
     result.stdout.fnmatch_lines(["SKIPPED * fakefw is not installed*"])
+
+
+@pytest.mark.parametrize(("edit", "said"), [
+    (('sizes={"smoke"', 'sizes="smoke", unused={"smoke"'),
+     "sizes='smoke' (str) must map each size profile"),
+    (("learning_rate=0.1", 'learning_rate="0.1"'),
+     "learning_rate='0.1' must be a positive number (not a string)"),
+    (('flops_per_step=lambda d: 4 * d["n"] * 3', 'flops_per_step=lambda d: "many"'),
+     "task 'sgd': its FLOPs function returned 'many' (str) for dims {'n': 16}; it must return "
+     "a non-negative integer"),
+    (("make_data=lambda", "make_data=3, unused=lambda"), "make_data=3 (int) must be a function"),
+    (('Shape({"n": 16})', 'Shape({"n": "16"})'),
+     "sizes['smoke']: Shape dims={'n': '16'} (dict) must map names to positive integers"),
+    (('{"numpy": ("eager",)}', '{"numpy": "eager"}'),
+     "implementations={'numpy': 'eager'} (dict) must map a framework name to a tuple"),
+])
+def test_a_spec_field_of_the_wrong_type_is_its_folders_failing_case_only(
+        pytester: pytest.Pytester, edit: tuple[str, str], said: str) -> None:
+    """A wrong field breaks one folder (one line naming the field, what it got, what is
+    accepted), never the collection of every workload."""
+    make_suite(pytester)
+    make_suite(pytester, name="bad")
+    spec = pytester.path / "suites" / "bad" / "spec.py"
+    text = spec.read_text()
+    assert edit[0] in text
+    text = text.replace(edit[0], edit[1])
+    if "unused=" in text:  # keep the rest of the call valid Python: drop the stray keyword
+        text = text.replace("unused=", "_unused=").replace(
+            "SPEC = Workload(", "def _W(_unused=None, **kw):\n    return Workload(**kw)\n"
+                                "SPEC = _W(")
+    spec.write_text(text)
+    result = pytester.runpytest("suites", "--collect-only", "-q", "--mlbench-size=smoke")
+    result.stdout.fnmatch_lines(["*test_train_step[[]toy-numpy-eager-cpu-fp32[]]*",
+                                 "*test_train_step[[]bad-invalid[]]*"])
+    result = pytester.runpytest("suites", "--benchmark-disable", "--mlbench-size=smoke",
+                                "-k", "invalid")
+    escaped = "".join({"[": "[[]", "]": "[]]"}.get(c, c) for c in said)  # fnmatch's classes
+    result.stdout.fnmatch_lines([f"*bad/spec.py: {escaped}*"])
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_an_empty_suites_folder_is_a_skip_saying_there_is_no_workload_folder(
+        pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(**{"suites/test_toy_suite": TEST_MODULE})
+    result = pytester.runpytest("suites", "--benchmark-disable", "-rs")
+    result.stdout.fnmatch_lines(["SKIPPED [[]2[]] *: no workload folder under *suites (a "
+                                 "workload is a folder with a spec.py*"])

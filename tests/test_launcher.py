@@ -1,6 +1,8 @@
 """The launcher every worker process comes from (framework workers, data-parallel ranks, the
-oracle): a crash or a hang surfaces as a WorkerError with the worker's own traceback or exit
-code, never as a silent hang, and closing a pool leaves no process behind. The workers that
+oracle): a crash or a hang surfaces as a WorkerError of one line (what it raised and where, or
+its exit code or signal with its last stderr lines, or the timeout), never as a silent hang
+or a BrokenPipeError, and closing a pool leaves no process behind, not even one a worker
+started in a session of its own. The workers that
 misbehave on purpose are in pytest_mlbench/engine/faults.py."""
 
 from __future__ import annotations
@@ -90,12 +92,13 @@ def test_healthy_pool_answers_in_rank_order_and_stops(no_leftovers: None) -> Non
 
 
 @pytest.mark.parametrize("at", ["setup", "go"])
-def test_raising_worker_is_reported_with_its_traceback(no_leftovers: None, at: str) -> None:
+def test_raising_worker_is_reported_in_one_line_with_where_it_raised(
+        no_leftovers: None, at: str) -> None:
     with pytest.raises(WorkerCrashed) as info, _pool(fault_rank=1, fault_at=at) as pool:
         pool.call("go")
     text = str(info.value)
-    assert f"ValueError: deliberate failure in rank 1 at {at}" in text
-    assert "Traceback (most recent call last)" in text and "worker 1" in text
+    assert f"raised ValueError: deliberate failure in rank 1 at {at}" in text
+    assert "worker 1" in text and "faults.py:" in text and "\n" not in text
 
 
 def test_worker_dying_without_a_word_is_reported_with_its_exit_code(no_leftovers: None) -> None:
@@ -105,10 +108,53 @@ def test_worker_dying_without_a_word_is_reported_with_its_exit_code(no_leftovers
         pool.call("go")
 
 
+@pytest.mark.parametrize(("fault", "said"), [
+    ("segv", r"worker 1 \(pid \d+\) exited with signal 11 \(SIGSEGV\) without answering 'go'"),
+    ("exit0", r"worker 1 \(pid \d+\) exited with code 0 without answering 'go'"),
+    ("interrupt", r"worker 1 \(pid \d+\) raised KeyboardInterrupt \(at .*faults.py:\d+"),
+    ("stderr", r"exited with signal 6 \(SIGABRT\) .*its last stderr lines: noise \| F "
+               r"external/xla/parse_flags.cc:1: Unknown flag in XLA_FLAGS: --xla_garbage"),
+])
+def test_a_worker_that_dies_is_one_line_naming_how_and_its_last_stderr(
+        no_leftovers: None, fault: str, said: str, capfd: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(WorkerCrashed, match=said) as info, _pool(
+            fault_rank=1, fault_at="go", fault=fault) as pool:
+        pool.call("go")
+    assert "\n" not in str(info.value)
+
+
+def test_a_command_to_a_dead_worker_is_the_death_not_a_broken_pipe(no_leftovers: None) -> None:
+    """A worker killed between commands (during another phase, the matmul peaks): the next
+    command names how it died, never BrokenPipeError."""
+    with _pool(world=1) as pool:
+        os.kill(pool.pids[0], 9)
+        time.sleep(0.2)
+        with pytest.raises(WorkerCrashed, match=r"exited with signal 9 \(SIGKILL\) without "
+                                                r"answering 'echo'"):
+            pool.call("echo", 1)
+            pool.call("echo", 2)
+
+
+def test_what_a_worker_started_in_its_own_session_dies_with_the_pool(no_leftovers: None) -> None:
+    with _pool(world=1) as pool:
+        child = pool.call("spawn")[0]
+        assert psutil.Process(child).status() != psutil.STATUS_ZOMBIE
+    deadline = time.monotonic() + 5
+    while psutil.pid_exists(child) and psutil.Process(child).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, f"child {child} outlived its worker's pool"
+        time.sleep(0.05)
+
+
+def test_a_closed_pool_refuses_commands_in_one_line() -> None:
+    pool = _pool(world=1)
+    with pytest.raises(WorkerCrashed, match="is closed"):
+        pool.call("echo")
+
+
 def test_hanging_worker_times_out_and_is_killed(no_leftovers: None) -> None:
     start = time.monotonic()
-    with pytest.raises(WorkerTimeout, match=r"worker\(s\) \[1\] of 2 did not answer 'go' within "
-                                            r"1 s"), _pool(timeout=1.0, fault_rank=1,
+    with pytest.raises(WorkerTimeout, match=r"worker\(s\) \[1\] of 2 \(pid \d+\) did not "
+                                            r"answer 'go' within 1 s"), _pool(timeout=1.0, fault_rank=1,
                                                            fault_at="go", fault="hang") as pool:
         pool.call("go")
     # the timeout, then terminate without the stop grace (the pool knows it failed)
@@ -193,3 +239,46 @@ def test_workers_stopped_by_a_killed_session_do_not_outlive_it() -> None:
                  and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
         time.sleep(0.1)
     assert alive == [], f"workers {alive} outlived the session that started them"
+
+
+def test_a_case_left_holding_a_pool_whose_worker_died_says_what_ended_it(
+        no_leftovers: None) -> None:
+    """The matmul peaks' worker killed: the peak is one line naming the signal (no
+    BrokenPipeError), and every case still holding the pool after it is closed says what
+    ended it (never ``assert None is not None``)."""
+    from pytest_mlbench.engine.workers import FrameworkPool, PoolKey
+
+    fp = FrameworkPool(PoolKey("numpy", 1), "", 1, "off", "")
+    fp.pool = _pool(world=1)
+    fp.pool.start()
+    os.kill(fp.pool.pids[0], 9)
+    time.sleep(0.2)
+    with pytest.raises(WorkerCrashed, match=r"exited with signal 9 \(SIGKILL\) without "
+                                            r"answering 'peak'"):
+        fp.peak("float32")
+    fp.close()
+    with pytest.raises(WorkerCrashed, match=r"the numpy worker this case was built in is gone: "
+                                            r"worker 0 \(pid \d+\) exited with signal 9"):
+        fp.case(1, "round")
+
+
+def test_a_dead_oracle_worker_fails_one_call_and_is_replaced(no_leftovers: None) -> None:
+    from pytest_mlbench.oracle import OracleService
+
+    service = OracleService()
+    pool = _pool(world=1)
+    pool.start()
+    service.pools["jax"] = pool
+    assert service.call("echo", 5, backend="jax")["payload"] == 5
+    os.kill(pool.pids[0], 9)
+    time.sleep(0.2)
+    with pytest.raises(WorkerCrashed, match=r"the jax float64 oracle: worker 0 \(pid \d+\) "
+                                            r"exited with signal 9"):
+        service.call("echo", 6, backend="jax")
+    assert "jax" not in service.pools  # the next call starts a fresh worker
+
+
+def test_a_worker_writing_junk_to_stdout_does_not_break_the_protocol(no_leftovers: None) -> None:
+    with _pool(world=1) as pool:
+        assert pool.call("stdout") == ["still talking"]
+        assert pool.call("echo", 2)[0]["payload"] == 2

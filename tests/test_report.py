@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import pytest_mlbench
-from pytest_mlbench import cli, compare, plots, report, runs, stats
+from pytest_mlbench import cli, compare, plots, report, runs, stats, tables
 from pytest_mlbench.record import Record
 from tests.synthetic import bench, identity, measure, record, run_json, write
 from tests.test_hostspeed import reproducibility
@@ -397,3 +397,94 @@ def test_the_reproducibility_tool_judges_each_run_as_its_table_does(tmp_path: Pa
     shown = {cols(line)[0]: " ".join(cols(line)[1:4]) for line in capsys.readouterr().out.splitlines()
              if line.startswith("  ") and cols(line)[0] in table}
     assert shown["numba-jit"] == table["numba-jit"] and shown["torch-v3"] == table["torch-v3"]
+
+
+# -- bad targets and misuse: one line, exit 2 ---------------------------------------------------
+
+@pytest.mark.parametrize(("target", "said"), [
+    ("/dev/null", "--plots /dev/null: not a folder; give a folder for the charts"),
+    ("FILE", "--plots {tmp}/file: not a folder"),
+    ("/proc/no/such", "--plots /proc/no/such: cannot make the folder"),
+])
+def test_a_plots_target_that_is_not_a_writable_folder_is_one_line_before_any_work(
+        files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        target: str, said: str) -> None:
+    if target == "FILE":
+        target = str(tmp_path / "file")
+        Path(target).write_text("x")
+    assert cli.main(["report", str(files["a"]), "--plots", target]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"pytest-mlbench: error: "
+                                               f"{said.format(tmp=tmp_path)}")
+    assert captured.out == ""
+
+
+def test_a_chart_that_cannot_be_written_is_one_line(
+        files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def full(*args: object, **kw: object) -> None:
+        raise OSError(28, "No space left on device", str(tmp_path / "out" / "bars.png"))
+
+    monkeypatch.setattr(plots, "save", full)
+    assert cli.main(["report", str(files["a"]), "--plots", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"pytest-mlbench: error: cannot write {tmp_path}/out/bars.png: No space left "
+                   "on device; free space or give another --plots folder"]
+
+
+def test_the_same_run_given_twice_is_refused_naming_it(
+        files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    a = str(files["a"])
+    assert cli.main(["report", "--machines", a, a]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith("are the same run "
+                                             f"({a}); give each run once")
+
+
+def test_a_run_whose_rounds_are_all_zero_is_refused(
+        files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    data = json.loads(files["a"].read_text())
+    for entry in data["benchmarks"]:
+        entry["stats"]["data"] = [0.0] * len(entry["stats"].get("data") or [1])
+        found = (entry.get("extra_info", {}).get("mlbench") or {}).get("measure")
+        if found:
+            found["passes"] = [[0.0] * len(p) for p in found["passes"]]
+    zero = write(tmp_path / "zero.json", data)
+    assert cli.main(["report", "--compare", str(zero), str(files["a"])]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "must be positive finite seconds (got 0.0)" in err[0]
+
+
+def test_bounds_far_from_their_figure_print_in_three_figures_not_140_digits() -> None:
+    assert tables.interval(1.5, 3.2e137, ".4f") == "[1.5000, 3.2e+137]"
+    assert tables.interval(-0.5, 2e130, "+.1%") == "[-50.0%, +2e+132%]"
+    assert tables.interval(0.98, 1.03, ".2f") == "[0.98, 1.03]"
+
+
+def test_copies_of_one_run_in_two_folders_get_a_column_each(
+        files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    copy = tmp_path / "elsewhere" / files["a"].name
+    copy.parent.mkdir()
+    copy.write_bytes(files["a"].read_bytes())
+    assert cli.main(["report", "--machines", str(files["a"]), str(copy)]) == 0
+    out = capsys.readouterr().out
+    assert f":{files['a']}" in out and f":{copy}" in out
+
+
+def test_a_run_of_400000_rounds_a_process_reports_in_seconds(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The bootstrap held resamples x rounds draws: minutes and gigabytes for this run."""
+    import time
+
+    from tests.synthetic import measure as make
+
+    recs = [Record(identity(impl), impl, make(m, processes=3, rounds=400_000))
+            for impl, m in (("jax-jit", 1e-3), ("jax-eager", 2e-3))]
+    path = write(tmp_path / "long.json", run_json(*map(bench, recs)))
+    start = time.monotonic()
+    assert cli.main(["report", str(path)]) == 0
+    assert time.monotonic() - start < 60
+    assert "3 x 400000" in capsys.readouterr().out

@@ -227,3 +227,25 @@ def test_a_figure_whose_processes_agreed_by_chance_gets_the_runs_spread() -> Non
     assert lucky - held["prior"] <= 1.5 * allowed
     assert lucky - held["plain"] > 2 * allowed
     assert np.median(widths["prior"]) <= np.median(widths["plain"])
+
+
+def test_a_process_of_400000_rounds_is_bootstrapped_in_a_blink() -> None:
+    """Resampling rounds would hold resamples x rounds draws (6 GB here); a long process's
+    medians come from order statistics instead (stats._boot_median)."""
+    import time
+
+    rng = np.random.default_rng(3)
+    start = time.monotonic()
+    found = stats.estimate([rng.lognormal(0, 0.1, 400_000) for _ in range(3)])
+    assert time.monotonic() - start < 5.0
+    assert found.low < found.value < found.high and found.rounds == 1_200_000
+
+
+@pytest.mark.parametrize("n", [2049, 2050])
+def test_order_statistic_medians_match_resampled_medians(n: int) -> None:
+    rng = np.random.default_rng(n)
+    s = rng.lognormal(0, 0.2, n)
+    direct = np.median(s[rng.integers(0, n, size=(3000, n))], axis=1)
+    fast = stats._boot_median(s, rng, 3000)
+    assert abs(fast.mean() / direct.mean() - 1) < 1e-3
+    assert abs(fast.std() / direct.std() - 1) < 0.1

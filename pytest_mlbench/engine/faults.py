@@ -4,6 +4,9 @@ detection. They live in the package so a spawned interpreter can import them by 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -25,11 +28,30 @@ class Faulty:
             raise ValueError(f"deliberate failure in rank {self.rank} at {when}")
         if kind == "exit":
             os._exit(3)  # no traceback, no goodbye: as a segfaulting extension would leave
+        if kind == "exit0":
+            os._exit(0)
+        if kind == "segv":
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if kind == "interrupt":
+            raise KeyboardInterrupt
+        if kind == "stderr":  # as XLA does with a flag it does not know
+            sys.stderr.write("noise\nF external/xla/parse_flags.cc:1: Unknown flag in "
+                             "XLA_FLAGS: --xla_garbage\n")
+            sys.stderr.flush()
+            os.abort()
         while True:  # "hang": deaf to the pipe, as a deadlocked collective would be
             time.sleep(3600)
 
     def __call__(self, command: str, payload: Any) -> Any:
         self._maybe_fail(command)
+        if command == "stdout":  # junk on stdout and a raw write to fd 1: not the protocol
+            print("garbage " * 50, flush=True)
+            os.write(1, b"\x00\x01\x80junk\n")
+            return "still talking"
+        if command == "spawn":  # a child in a session of its own, as a build() might start
+            child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                                     start_new_session=True)
+            return child.pid
         if command == "environment":  # what the worker started from: variables and folder
             return {**{name: os.environ.get(name, "") for name in payload}, "cwd": os.getcwd()}
         return {"rank": self.rank, "pid": os.getpid(), "payload": payload}

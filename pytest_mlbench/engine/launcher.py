@@ -5,14 +5,20 @@ its own environment, working directory and even its own interpreter, so that a w
 another revision's code or another environment's frameworks (the A/B gate). It applies its
 environment before anything imports a framework, builds a handler from ``target`` and answers
 commands until told to stop. The parent sends a command to every worker and waits for every
-reply, so a worker that raises, dies or never answers surfaces as a WorkerError with the
-worker's own traceback, not as a silent hang. ``pause``/``resume`` stop and continue the
-workers (SIGSTOP/SIGCONT): an idle worker's thread pools cannot spin on a core another worker
-is being timed on. Closing the pool always ends every worker: stop, terminate, kill, reap.
+reply, so a worker that raises, dies or never answers surfaces as a WorkerError of one line,
+not as a silent hang: what it raised and where (the innermost frame outside this package),
+or how it ended (exit code, signal name) with the last lines of its stderr, which the parent
+drains from a pipe (passing them on) and keeps, or that it did not answer in time. Every
+worker carries MLBENCH_POOL in its environment, and whatever it starts inherits it: closing
+the pool kills those too, even in a session of their own (setsid) or reparented away.
+``pause``/``resume`` stop and continue the workers (SIGSTOP/SIGCONT): an idle worker's
+thread pools cannot spin on a core another worker is being timed on. Closing the pool always
+ends every worker: stop, terminate, kill, reap.
 """
 
 from __future__ import annotations
 
+import collections
 import importlib
 import os
 import pickle
@@ -20,18 +26,23 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, Protocol
+
+from pytest_mlbench import leftovers
 
 # seconds a worker gets to leave by itself after "stop" before it is terminated, then killed
 STOP_GRACE_S = 5.0
 # seconds the other ranks get to answer once one rank reported a failure
 FAILED_GRACE_S = 20.0
 PROTOCOL = 4  # bumped when commands change: an A/B worker of another revision must match
+STDERR_TAIL = 12  # lines of a worker's stderr kept to show when it dies
+POOL_VAR = "MLBENCH_POOL"  # in every worker's environment, inherited by what it starts
 
 
 class WorkerError(RuntimeError):
@@ -68,6 +79,9 @@ class Launch:
 
     @classmethod
     def now(cls) -> Launch:
+        # the session's temporary folder, janitor and signal handlers, made here since the
+        # session takes its snapshot in the main thread (signal handlers must be set there)
+        leftovers.session_tmp()
         return cls(dict(os.environ), tuple(p for p in sys.path if p and os.path.isdir(p)),
                    os.getcwd())
 
@@ -103,9 +117,20 @@ def resolve(target: str) -> Callable[..., Handler]:
     return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
 
 
-def _send_error(conn: Connection, rank: int) -> None:
+def summary(exc: BaseException) -> str:
+    """One line for an exception: its type and message, and the innermost frame outside
+    this package (the implementation's line), else the innermost frame."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    theirs = [f for f in frames if f"{os.sep}pytest_mlbench{os.sep}" not in f.filename]
+    at = (theirs or frames)[-1:] if frames else []
+    where = f" (at {at[0].filename}:{at[0].lineno} in {at[0].name})" if at else ""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}{': ' + text[0] if text else ''}{where}"
+
+
+def _send_error(conn: Connection, rank: int, exc: BaseException) -> None:
     try:
-        conn.send(("error", f"worker {rank} (pid {os.getpid()}):\n{traceback.format_exc()}"))
+        conn.send(("error", f"worker {rank} (pid {os.getpid()}) raised {summary(exc)}"))
     except (BrokenPipeError, OSError):  # the parent is gone: nobody is left to tell
         pass
 
@@ -121,8 +146,8 @@ def worker_main(rank: int, spec: WorkerSpec, conn: Connection) -> None:
             if command == "stop":
                 break
             conn.send(("ok", handler(command, payload)))
-    except BaseException:  # report everything, even SystemExit, then leave with an error code
-        _send_error(conn, rank)
+    except BaseException as exc:  # report everything, even SystemExit, then leave with an error
+        _send_error(conn, rank, exc)
         raise SystemExit(1) from None
     finally:
         if handler is not None:
@@ -133,9 +158,106 @@ def worker_main(rank: int, spec: WorkerSpec, conn: Connection) -> None:
 def _child_env(spec: WorkerSpec, launch: Launch) -> dict[str, str]:
     env = dict(launch.environ)
     env["PYTHONPATH"] = os.pathsep.join(list(spec.path) or launch.path)
+    env.update(leftovers.session_env())  # its mark and TMPDIR: nothing it makes outlives us
     env.update(spec.env)
     env["PYTHONUNBUFFERED"] = "1"
     return env
+
+
+def exit_text(code: int | None) -> str:
+    """``exited with code 3``, ``exited with signal 11 (SIGSEGV)``, ``is still running``."""
+    if code is None:
+        return "is still running"
+    if code < 0:
+        try:
+            name = f" ({signal.Signals(-code).name})"
+        except ValueError:
+            name = ""
+        return f"exited with signal {-code}{name}"
+    return f"exited with code {code}"
+
+
+def hint(code: int | None) -> str:
+    """What to do about a worker that ended that way."""
+    if code is not None and code < 0 and -code != signal.SIGKILL:
+        return (" (a crash in native code, or a signal sent to it: run the case alone with "
+                "PYTHONFAULTHANDLER=1 to see where)")
+    if code is not None and code < 0:
+        return " (killed: by the out-of-memory killer, or by hand)"
+    if code == 0:
+        return " (the implementation or a library ended the process: os._exit or sys.exit)"
+    return ""
+
+
+class StderrTail:
+    """A worker's stderr, passed on to this process's as it comes, its last lines kept to be
+    shown when the worker dies (a garbage XLA_FLAGS is an error line there and nowhere else)."""
+
+    def __init__(self, stream: Any) -> None:
+        self.lines: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
+        self._thread = threading.Thread(target=self._pump, args=(stream,), daemon=True,
+                                        name="mlbench-worker-stderr")
+        self._thread.start()
+
+    def _pump(self, stream: Any) -> None:
+        with stream:
+            for raw in iter(stream.readline, b""):
+                try:
+                    os.write(2, raw)
+                except OSError:  # our stderr closed: keep the tail all the same
+                    pass
+                line = raw.decode("utf8", "replace").strip()
+                if line:
+                    self.lines.append(line[:300])
+
+    def text(self, wait: float = 1.0) -> str:
+        """The kept lines as one line (`` | `` between them), after ``wait`` seconds at most
+        for the pipe to drain; empty when the worker wrote nothing."""
+        self._thread.join(wait)
+        return " | ".join(self.lines)
+
+
+def descendants_of(token: str) -> Iterator[int]:
+    """Processes whose environment carries ``POOL_VAR=token``: a pool's workers and whatever
+    they started, even in a session of its own (setsid) or after its parent died (reparented
+    away from the worker). Linux's /proc only; nothing elsewhere."""
+    needle = f"{POOL_VAR}={token}".encode()
+    try:
+        pids = [int(d) for d in os.listdir("/proc") if d.isdigit()]
+    except OSError:
+        return
+    for pid in pids:
+        if pid == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                found = needle in f.read().split(b"\0")
+        except OSError:  # gone, or not ours to read
+            continue
+        if found:
+            yield pid
+
+
+def kill_descendants(token: str) -> list[int]:
+    """SIGKILL every process of ``descendants_of(token)``; their pids."""
+    killed = []
+    for pid in descendants_of(token):
+        try:
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        except OSError:
+            continue
+    return killed
+
+
+def _signal(proc: subprocess.Popen[bytes], sig: int) -> None:
+    """``sig`` to a worker still running; one that died meanwhile is left to the next
+    command, which reports how it ended."""
+    if proc.poll() is None:
+        try:
+            os.kill(proc.pid, sig)
+        except ProcessLookupError:
+            pass
 
 
 class Pool:
@@ -153,6 +275,8 @@ class Pool:
         self._failed = False  # after a WorkerError the rest are likely stuck in a collective
         self._procs: list[subprocess.Popen[bytes]] = []
         self._conns: list[Connection] = []
+        self._tails: list[StderrTail] = []
+        self.token = f"{os.getpid()}-{id(self):x}-{time.monotonic_ns():x}"
         self.paused = False
 
     @property
@@ -179,7 +303,7 @@ class Pool:
         pools can import their frameworks at once. Call it from the thread that will own the
         pool: workers die with the thread that spawned them (PR_SET_PDEATHSIG)."""
         launch = self.spec.launch or Launch.now()
-        env = _child_env(self.spec, launch)
+        env = {**_child_env(self.spec, launch), POOL_VAR: self.token}
         for rank in range(self.spec.world):
             parent, child = socket.socketpair()
             cmd = [self.spec.python or sys.executable, "-m", "pytest_mlbench.engine.child",
@@ -188,7 +312,9 @@ class Pool:
             if cores:
                 cmd.append(",".join(map(str, cores)))
             proc = subprocess.Popen(cmd, env=env, cwd=launch.cwd, pass_fds=(child.fileno(),),
-                                    stdin=subprocess.DEVNULL, start_new_session=False)
+                                    stdin=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                    start_new_session=False)
+            self._tails.append(StderrTail(proc.stderr))
             child.close()  # the parent keeps one end only, so a dead worker reads as EOF
             conn = Connection(parent.detach())
             conn.send_bytes(pickle.dumps(self.spec))
@@ -204,31 +330,51 @@ class Pool:
                                 f"pytest-mlbench {PROTOCOL}: the other revision or environment "
                                 "has an incompatible pytest-mlbench")
 
-    def call(self, command: str, payload: Any = None, timeout: float | None = None) -> list[Any]:
-        """Send ``command`` to every worker; their replies in rank order."""
-        return self.call_each(command, [payload] * len(self._conns), timeout)
+    def call(self, command: str, payload: Any = None, timeout: float | None = None,
+             label: str = "") -> list[Any]:
+        """Send ``command`` to every worker; their replies in rank order. ``label`` names
+        the command in errors (default: the command): ``case round``."""
+        return self.call_each(command, [payload] * len(self._conns), timeout, label)
 
     def call_each(self, command: str, payloads: Sequence[Any],
-                  timeout: float | None = None) -> list[Any]:
+                  timeout: float | None = None, label: str = "") -> list[Any]:
         """Send ``command`` with a payload per rank; their replies in rank order."""
         self.resume()
-        for conn, payload in zip(self._conns, payloads, strict=True):
-            conn.send((command, payload))
-        return self._gather(command, self.timeout if timeout is None else timeout)
+        what = label or command
+        if not self._conns:
+            raise WorkerCrashed(f"the pool of {self.spec.target} is closed: {what!r} has "
+                                "no worker to run on")
+        for rank, (conn, payload) in enumerate(zip(self._conns, payloads, strict=True)):
+            try:
+                conn.send((command, payload))
+            except (BrokenPipeError, ConnectionError, OSError):
+                self._failed = True
+                raise WorkerCrashed(self.died(rank, what)) from None
+        return self._gather(what, self.timeout if timeout is None else timeout)
+
+    def died(self, rank: int, command: str) -> str:
+        """One line: how worker ``rank`` ended, the command it did not answer, its stderr."""
+        proc = self._procs[rank]
+        try:
+            code = proc.wait(2.0)
+        except subprocess.TimeoutExpired:
+            code = None
+        tail = self._tails[rank].text() if rank < len(self._tails) else ""
+        said = f"; its last stderr lines: {tail}" if tail else "; it wrote nothing to stderr"
+        return (f"worker {rank} (pid {proc.pid}) {exit_text(code)} without answering "
+                f"{command!r}{said}{hint(code)}")
 
     def pause(self) -> None:
         """SIGSTOP every worker: nothing of theirs runs until ``resume``."""
         if not self.paused and hasattr(signal, "SIGSTOP"):
             for proc in self._procs:
-                if proc.poll() is None:
-                    os.kill(proc.pid, signal.SIGSTOP)
+                _signal(proc, signal.SIGSTOP)
             self.paused = True
 
     def resume(self) -> None:
         if self.paused:
             for proc in self._procs:
-                if proc.poll() is None:
-                    os.kill(proc.pid, signal.SIGCONT)
+                _signal(proc, signal.SIGCONT)
             self.paused = False
 
     def _gather(self, command: str, timeout: float) -> list[Any]:
@@ -259,22 +405,29 @@ class Pool:
         failed = next((r for r, v in replies.items() if self.failed(v)), None)
         why = (f" after worker {failed} reported a failure (left waiting in a collective?): "
                f"{replies[failed]}" if failed is not None else " (hung or deadlocked)")
-        return (f"worker(s) {pending} of {len(self._conns)} did not answer {command!r} within "
-                f"{waited:.0f} s{why}")
+        pids = ", ".join(str(self._procs[r].pid) for r in pending)
+        tails = [t for t in (self._tails[r].text(0.0) for r in pending
+                             if r < len(self._tails)) if t]
+        said = f"; its last stderr lines: {tails[0]}" if tails else ""
+        return (f"worker(s) {pending} of {len(self._conns)} (pid {pids}) did not answer "
+                f"{command!r} within {waited:.0f} s{why}; it was killed{said}")
 
     def _reply(self, rank: int, command: str) -> Any:
         conn, proc = self._conns[rank], self._procs[rank]
         try:
-            status, value = conn.recv()
+            message = conn.recv()
         except (EOFError, OSError):
-            try:
-                code = proc.wait(2.0)
-            except subprocess.TimeoutExpired:
-                code = None
-            raise WorkerCrashed(f"worker {rank} (pid {proc.pid}) exited with code {code} "
-                                f"without answering {command!r}") from None
+            raise WorkerCrashed(self.died(rank, command)) from None
+        except Exception as exc:  # noqa: BLE001 - a reply this process cannot unpickle
+            raise WorkerCrashed(f"worker {rank} (pid {proc.pid}) answered {command!r} with "
+                                f"what this process cannot read ({summary(exc)}); return "
+                                "NumPy arrays and plain Python values") from None
+        if not (isinstance(message, tuple) and len(message) == 2):
+            raise WorkerCrashed(f"worker {rank} (pid {proc.pid}) broke the protocol: "
+                                f"{type(message).__name__} instead of a reply to {command!r}")
+        status, value = message
         if status != "ok":
-            raise WorkerCrashed(f"{command!r} failed in {value}")
+            raise WorkerCrashed(f"{value} while running {command!r}")
         return value
 
     def close(self, kill: bool = False) -> None:
@@ -307,4 +460,6 @@ class Pool:
                     proc.wait()
         for conn in self._conns:
             conn.close()
-        self._procs, self._conns, self.paused = [], [], False
+        if self._procs:  # what the workers started, even in a session of its own
+            kill_descendants(self.token)
+        self._procs, self._conns, self._tails, self.paused = [], [], [], False

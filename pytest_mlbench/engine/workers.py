@@ -15,7 +15,14 @@ from typing import Any
 
 from pytest_mlbench.engine import allocator
 from pytest_mlbench.engine import threads as threading_
-from pytest_mlbench.engine.launcher import Launch, Pool, WorkerSpec, free_loopback_port
+from pytest_mlbench.engine.launcher import (
+    Launch,
+    Pool,
+    WorkerCrashed,
+    WorkerError,
+    WorkerSpec,
+    free_loopback_port,
+)
 
 TARGET = "pytest_mlbench.engine.worker:build"
 START_TIMEOUT_S = 300.0  # spawn + import tensorflow + warm-up on a loaded 2-core machine
@@ -66,6 +73,24 @@ class FrameworkPool:
     launch: Launch | None = None  # what the workers start from (default: this process, now)
     pool: Pool | None = None
     info: list[dict[str, Any]] = field(default_factory=list)
+    ended: str = ""  # why the workers ended, when a command found them dead or hung
+
+    def live(self) -> Pool:
+        """The running pool; a case that still holds this pool after its workers ended (a
+        crash in another case of the group, a kill) gets one line saying what ended them."""
+        if self.pool is None:
+            why = self.ended or "it was closed"
+            raise WorkerCrashed(f"the {self.key.framework} worker this case was built in is "
+                                f"gone: {why}")
+        return self.pool
+
+    def _call(self, command: str, payload: Any = None, timeout: float | None = None,
+              label: str = "") -> list[Any]:
+        try:
+            return self.live().call(command, payload, timeout, label)
+        except WorkerError as exc:
+            self.ended = self.ended or str(exc)
+            raise
 
     def start(self) -> None:
         self.spawn()
@@ -89,9 +114,8 @@ class FrameworkPool:
         self.pool.spawn()
 
     def started(self) -> None:
-        assert self.pool is not None
-        self.pool.started()
-        self.info = self.pool.call("info")
+        self.live().started()
+        self.info = self._call("info")
 
     def per_worker_threads(self, world: int) -> int:
         """``--mlbench-threads`` for one device; shared between the ranks of a data-parallel
@@ -133,27 +157,26 @@ class FrameworkPool:
             if "fail" in reply:
                 raise CaseFailed(reply["fail"] + where)
             if "error" in reply:
-                raise CaseError(f"{reply['error']}{where}\n{reply.get('traceback', '')}")
+                frames = implementation_frames(reply.get("traceback", ""))
+                raise CaseError(f"{reply['error']}{where}" + (f"\n{frames}" if frames else ""))
         return [r["ok"] for r in replies]
 
     def open(self, spec: dict[str, Any]) -> int:
-        assert self.pool is not None
-        handles = self._values(self.pool.call("open", spec))
+        handles = self._values(self._call("open", spec))
         return int(handles[0])
 
     def case(self, handle: int, method: str, *args: Any, timeout: float | None = None,
              ) -> list[Any]:
         """The command's value on every rank (one entry for a single-device case)."""
-        assert self.pool is not None
-        return self._values(self.pool.call("case", (handle, method, args), timeout))
+        return self._values(self._call("case", (handle, method, args), timeout,
+                                       label=f"case {method}"))
 
     def close_case(self, handle: int) -> None:
         if self.pool is not None:
-            self.pool.call("close", handle)
+            self._call("close", handle)
 
     def peak(self, dtype: str) -> float | None:
-        assert self.pool is not None
-        return self.pool.call("peak", dtype)[0]  # type: ignore[no-any-return]
+        return self._call("peak", dtype)[0]  # type: ignore[no-any-return]
 
     def pause(self) -> None:
         if self.pool is not None:
@@ -242,6 +265,23 @@ class Pools:
         for key, pool in list(self.live.items()):
             pool.close(kill=True)
             del self.live[key]
+
+
+def implementation_frames(text: str) -> str:
+    """A worker's traceback without the harness's frames: the implementation's lines (and the
+    libraries it called) are what its author needs; a failure the harness raised about the
+    implementation (build() returned None) is its one line, with no frames at all."""
+    harness = f"{os.sep}pytest_mlbench{os.sep}"
+    kept: list[str] = []
+    keep = False
+    for line in text.splitlines():
+        if line.startswith('  File "'):
+            keep = harness not in line and '"<frozen ' not in line
+            if keep:
+                kept.append(line)
+        elif line.startswith("    ") and keep:
+            kept.append(line)
+    return "Traceback (most recent call last):\n" + "\n".join(kept) if kept else ""
 
 
 def compile_caches(folder: str, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
