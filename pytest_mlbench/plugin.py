@@ -185,7 +185,6 @@ def mlbench_settings(pytestconfig: pytest.Config) -> Settings:
 def mlbench_framework(request: pytest.FixtureRequest) -> Any:
     """The adapter of one selected framework, in this process; skips naming the extra when
     the framework is not installed."""
-
     try:
         return frameworks.load(request.param, request.config.stash[STATE].registry)
     except Unavailable as exc:
