@@ -111,19 +111,23 @@ class SpecAdamStep:
     own; only the arithmetic of the step is the spec's."""
 
     def update_step(self, gradient: Any, variable: Any, learning_rate: Any) -> None:
-        ops, dtype = keras.ops, variable.dtype
-        lr = ops.cast(learning_rate, dtype)
-        g = ops.cast(gradient, dtype)
-        t = ops.cast(self.iterations + 1, dtype)  # type: ignore[attr-defined]
+        ops = keras.ops
+        dtype = keras.backend.standardize_dtype(variable.dtype)
+        # the bias corrections at float32 at least: bfloat16 rounds 0.999 to 1.0, and
+        # 1 - b2^t would be 0
+        wide = "float64" if dtype == "float64" else "float32"
+        t = ops.cast(self.iterations + 1, wide)  # type: ignore[attr-defined]
+        c1 = ops.cast(1 - ops.power(exact(self.beta_1, wide), t), dtype)  # type: ignore[attr-defined]
+        c2 = ops.cast(1 - ops.power(exact(self.beta_2, wide), t), dtype)  # type: ignore[attr-defined]
         b1, b2 = exact(self.beta_1, dtype), exact(self.beta_2, dtype)  # type: ignore[attr-defined]
+        g = ops.cast(gradient, dtype)
         index = self._get_variable_index(variable)  # type: ignore[attr-defined]
         m, v = self._momentums[index], self._velocities[index]  # type: ignore[attr-defined]
         self.assign(m, b1 * m + (1 - b1) * g)  # type: ignore[attr-defined]
         self.assign(v, b2 * v + (1 - b2) * ops.square(g))  # type: ignore[attr-defined]
-        m_hat = m / (1 - ops.power(b1, t))
-        v_hat = v / (1 - ops.power(b2, t))
         eps = exact(self.epsilon, dtype)  # type: ignore[attr-defined]
-        self.assign_sub(variable, lr * m_hat / (ops.sqrt(v_hat) + eps))  # type: ignore[attr-defined]
+        step = ops.cast(learning_rate, dtype) * (m / c1) / (ops.sqrt(v / c2) + eps)
+        self.assign_sub(variable, step)  # type: ignore[attr-defined]
 
 
 class SpecAdam(SpecAdamStep, keras.optimizers.Adam):
