@@ -119,12 +119,15 @@ class SpecAdamStep:
         t = ops.cast(self.iterations + 1, wide)  # type: ignore[attr-defined]
         c1 = ops.cast(1 - ops.power(exact(self.beta_1, wide), t), dtype)  # type: ignore[attr-defined]
         c2 = ops.cast(1 - ops.power(exact(self.beta_2, wide), t), dtype)  # type: ignore[attr-defined]
+        # each coefficient rounded once from its float64 value, 1 - b2 included: in bfloat16
+        # 0.999 is 1.0, and 1 - b2 of the rounded b2 would leave v at zero
         b1, b2 = exact(self.beta_1, dtype), exact(self.beta_2, dtype)  # type: ignore[attr-defined]
+        a1, a2 = exact(1 - self.beta_1, dtype), exact(1 - self.beta_2, dtype)  # type: ignore[attr-defined]
         g = ops.cast(gradient, dtype)
         index = self._get_variable_index(variable)  # type: ignore[attr-defined]
         m, v = self._momentums[index], self._velocities[index]  # type: ignore[attr-defined]
-        self.assign(m, b1 * m + (1 - b1) * g)  # type: ignore[attr-defined]
-        self.assign(v, b2 * v + (1 - b2) * ops.square(g))  # type: ignore[attr-defined]
+        self.assign(m, b1 * m + a1 * g)  # type: ignore[attr-defined]
+        self.assign(v, b2 * v + a2 * ops.square(g))  # type: ignore[attr-defined]
         eps = exact(self.epsilon, dtype)  # type: ignore[attr-defined]
         step = ops.cast(learning_rate, dtype) * (m / c1) / (ops.sqrt(v / c2) + eps)
         self.assign_sub(variable, step)  # type: ignore[attr-defined]
