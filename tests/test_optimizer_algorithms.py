@@ -60,7 +60,8 @@ def worst(line: dict[str, Any]) -> tuple[str, float]:
 
 @pytest.mark.parametrize("framework", ["numpy", "autograd", "jax", "torch", "tensorflow"])
 def test_every_framework_runs_the_spec_algorithm_at_float64(framework: str) -> None:
-    lines = [line for line in run(framework) if not line["stock"]]
+    lines = [line for line in run(framework)
+             if not line["stock"] and line["variant"] != "bfloat16"]
     assert {line["optimizer"] for line in lines} == {"sgd", "momentum", "adam", "adamw"}
     off = [f"{line['optimizer']} {line['variant']}: {name} differs by {error:.2e} of its norm"
            for line in lines for name, error in [worst(line)] if not error <= TOLERANCE]
@@ -79,3 +80,14 @@ def test_the_shipped_optimizers_that_differ_are_caught(framework: str, least: fl
         name, error = worst(line)
         assert error > least, (f"stock {framework} {line['optimizer']} {line['variant']} "
                                f"passed as the spec's algorithm ({name}: {error:.2e})")
+
+
+def test_kerases_adam_at_bfloat16_follows_the_float64_steps() -> None:
+    """Within bfloat16's rounding (8 bits: 2% on this problem), not v stuck at zero."""
+    lines = [line for line in run("tensorflow") if line["variant"] == "bfloat16"]
+    assert {line["optimizer"] for line in lines} == {"adam", "adamw"}
+    for line in lines:
+        error = line["errors"]["w"]
+        assert error < 5e-2, (f"tensorflow {line['optimizer']} at bfloat16: its displacement "
+                              f"differs from the float64 steps' by {error:.2e} of its norm "
+                              "(tolerance 5e-2)")
