@@ -1,6 +1,7 @@
 """TensorFlow: training on tf.Variables through keras.optimizers (GradientTape, then
-optimizer.apply), inference, and tf.autodiff.ForwardAccumulator (jvp), GradientTape with
-output_gradients (vjp), forward over back (hvp) and tape.batch_jacobian (jacrev).
+optimizer.apply; Adam and AdamW stepping as the spec's Adam, see SpecAdamStep), inference,
+and tf.autodiff.ForwardAccumulator (jvp), GradientTape with output_gradients (vjp), forward
+over back (hvp) and tape.batch_jacobian (jacrev).
 
 Refused, to be declared unsupported in the spec: jacfwd (TF has no per-example forward-mode
 Jacobian), and forward mode (jvp, hvp) in the eager variant: eager ForwardAccumulator traces a
