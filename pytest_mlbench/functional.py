@@ -11,7 +11,8 @@ then its model and one line:
 
 - ``train``: a trainer stepping with the framework's own optimizer (optax through
   inject_hyperparams, torch.optim, keras.optimizers; Autograd and NumPy, which have none, the
-  spec's update at the policy dtype), reporting params, state in canonical names and the
+  spec's update at the policy dtype), one algorithm in all (Keras's Adam gets the spec's
+  epsilon placement, torch's Adam a float64 step count), reporting params, state in canonical names and the
   optimizer's hyper-parameters read back from it;
 - ``infer``: ``forward(inputs)``;
 - ``transform``: ``apply(probe)`` with the framework's own jvp, vjp, Hessian-vector product

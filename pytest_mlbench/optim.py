@@ -2,7 +2,10 @@
 state, shared by every framework's implementation and every check.
 
 Each framework runs its own optimizer (torch.optim, optax, keras.optimizers); this module says
-what they must all compute. The update rules are the frameworks' common ones:
+what they must all compute, one algorithm per optimizer (tests/test_optimizer_algorithms.py
+holds every framework's to this float64 update to 1e-12). The update rules are torch's and
+optax's; Keras's Adam puts epsilon on sqrt(v) before the bias correction, so the Keras builder
+gives it this step (builders/tensorflow_.py):
 
     sgd       p -= lr g
     momentum  b = mu b + g;  p -= lr b                         (torch.optim.SGD, optax.sgd,

@@ -1,6 +1,7 @@
 """TensorFlow: training on tf.Variables through keras.optimizers (GradientTape, then
-optimizer.apply), inference, and tf.autodiff.ForwardAccumulator (jvp), GradientTape with
-output_gradients (vjp), forward over back (hvp) and tape.batch_jacobian (jacrev).
+optimizer.apply; Adam and AdamW stepping as the spec's Adam, see SpecAdamStep), inference,
+and tf.autodiff.ForwardAccumulator (jvp), GradientTape with output_gradients (vjp), forward
+over back (hvp) and tape.batch_jacobian (jacrev).
 
 Refused, to be declared unsupported in the spec: jacfwd (TF has no per-example forward-mode
 Jacobian), and forward mode (jvp, hvp) in the eager variant: eager ForwardAccumulator traces a
@@ -9,7 +10,9 @@ forward mode to time."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from typing import Any
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")  # before keras is first imported
@@ -45,15 +48,106 @@ def build(model: Model, case: Any) -> Any:
         return kinds[name](model, case)
 
 
-def optimizer(opt: Any) -> keras.optimizers.Optimizer:
-    """The spec's optimizer as Keras's own."""
-    if opt.name in ("sgd", "momentum"):
-        return keras.optimizers.SGD(learning_rate=opt.lr, momentum=opt.momentum)
-    if opt.name == "adam":
-        return keras.optimizers.Adam(learning_rate=opt.lr, beta_1=opt.b1, beta_2=opt.b2,
-                                     epsilon=opt.eps)
-    return keras.optimizers.AdamW(learning_rate=opt.lr, beta_1=opt.b1, beta_2=opt.b2,
-                                  epsilon=opt.eps, weight_decay=opt.weight_decay)
+def optimizer(opt: Any, dtype: str) -> keras.optimizers.Optimizer:
+    """The spec's optimizer as Keras's own: SGD's step as Keras writes it (v = mu v - lr g,
+    p += v: the spec's b = mu b + g, p -= lr b with v = -lr b, at a constant lr); Adam and
+    AdamW with the spec's update step (``SpecAdamStep``) on Keras's machinery (its moments,
+    step count, learning-rate variable and AdamW's decoupled weight decay). Every constant
+    enters at the variable's dtype (``exact``)."""
+    with keras_floatx(dtype):
+        if opt.name in ("sgd", "momentum"):
+            return ExactSGD(learning_rate=opt.lr, momentum=opt.momentum)
+        if opt.name == "adam":
+            return SpecAdam(learning_rate=opt.lr, beta_1=opt.b1, beta_2=opt.b2,
+                            epsilon=opt.eps)
+        return SpecAdamW(learning_rate=opt.lr, beta_1=opt.b1, beta_2=opt.b2,
+                         epsilon=opt.eps, weight_decay=opt.weight_decay)
+
+
+@contextlib.contextmanager
+def keras_floatx(dtype: str) -> Iterator[None]:
+    """Keras's float type while an optimizer is made: its learning rate is a variable of that
+    type, float32 by default, so a float64 case would step with float32(lr) (1e-3 becomes
+    1.00000005e-3). float64 for float64 cases; float32 otherwise (bfloat16 would make the
+    learning rate 0.000999)."""
+    before = keras.config.floatx()
+    keras.config.set_floatx("float64" if dtype == "float64" else "float32")
+    try:
+        yield
+    finally:
+        keras.config.set_floatx(before)
+
+
+def exact(value: float, dtype: Any) -> Any:
+    """A Python float as a tensor of ``dtype``. keras.ops.cast(0.9, "float64") goes through
+    a float32 tensor (0.8999999762), so Keras's SGD momentum, Adam's betas and AdamW's decay
+    reach a float64 step rounded to float32; convert_to_tensor rounds once, to ``dtype``."""
+    return keras.ops.convert_to_tensor(value, dtype=dtype)
+
+
+class ExactSGD(keras.optimizers.SGD):
+    """keras.optimizers.SGD's step, its momentum converted by ``exact``."""
+
+    def update_step(self, gradient: Any, variable: Any, learning_rate: Any) -> None:
+        ops, dtype = keras.ops, variable.dtype
+        lr = ops.cast(learning_rate, dtype)
+        g = ops.cast(gradient, dtype)
+        if self.momentum == 0:
+            self.assign_sub(variable, g * lr)
+            return
+        v = self.momentums[self._get_variable_index(variable)]
+        self.assign(v, v * exact(self.momentum, dtype) - g * lr)
+        self.assign_add(variable, v)
+
+
+class SpecAdamStep:
+    """Adam's step as optim.py (torch.optim.Adam, optax.adam) writes it: epsilon added to the
+    root of the bias-corrected v,
+
+        p -= lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps),
+
+    where Keras's Adam computes lr sqrt(1 - b2^t) / (1 - b1^t) m / (sqrt(v) + eps): epsilon on
+    the uncorrected root, an effective eps sqrt(1 - b2^t) that changes with t (a different
+    algorithm wherever sqrt(v) is near eps). Moments, count and hyper-parameters are Keras's
+    own; only the arithmetic of the step is the spec's."""
+
+    def update_step(self, gradient: Any, variable: Any, learning_rate: Any) -> None:
+        ops = keras.ops
+        dtype = keras.backend.standardize_dtype(variable.dtype)
+        # the bias corrections at float32 at least: bfloat16 rounds 0.999 to 1.0, and
+        # 1 - b2^t would be 0
+        wide = "float64" if dtype == "float64" else "float32"
+        t = ops.cast(self.iterations + 1, wide)  # type: ignore[attr-defined]
+        c1 = ops.cast(1 - ops.power(exact(self.beta_1, wide), t), dtype)  # type: ignore[attr-defined]
+        c2 = ops.cast(1 - ops.power(exact(self.beta_2, wide), t), dtype)  # type: ignore[attr-defined]
+        # each coefficient rounded once from its float64 value, 1 - b2 included: in bfloat16
+        # 0.999 is 1.0, and 1 - b2 of the rounded b2 would leave v at zero
+        b1, b2 = exact(self.beta_1, dtype), exact(self.beta_2, dtype)  # type: ignore[attr-defined]
+        a1, a2 = exact(1 - self.beta_1, dtype), exact(1 - self.beta_2, dtype)  # type: ignore[attr-defined]
+        g = ops.cast(gradient, dtype)
+        index = self._get_variable_index(variable)  # type: ignore[attr-defined]
+        m, v = self._momentums[index], self._velocities[index]  # type: ignore[attr-defined]
+        self.assign(m, b1 * m + a1 * g)  # type: ignore[attr-defined]
+        self.assign(v, b2 * v + a2 * ops.square(g))  # type: ignore[attr-defined]
+        eps = exact(self.epsilon, dtype)  # type: ignore[attr-defined]
+        step = ops.cast(learning_rate, dtype) * (m / c1) / (ops.sqrt(v / c2) + eps)
+        self.assign_sub(variable, step)  # type: ignore[attr-defined]
+
+
+class SpecAdam(SpecAdamStep, keras.optimizers.Adam):
+    """keras.optimizers.Adam stepping as the spec's Adam (SpecAdamStep)."""
+
+
+class SpecAdamW(SpecAdamStep, keras.optimizers.AdamW):
+    """keras.optimizers.AdamW stepping as the spec's Adam, after its decoupled decay
+    (p -= lr wd p, applied by Keras's apply before the step) with wd converted by ``exact``."""
+
+    def _apply_weight_decay(self, variables: list[Any]) -> None:
+        for variable in variables:
+            if self._use_weight_decay(variable):
+                lr = keras.ops.cast(self.learning_rate, variable.dtype)
+                wd = exact(self.weight_decay, variable.dtype)
+                variable.assign(variable - variable * wd * lr)
 
 
 class Trainer:
@@ -63,7 +157,7 @@ class Trainer:
         self.model, self.data, self.opt_spec = model, case.data, case.optimizer
         self.p = tf.nest.map_structure(tf.Variable, model.tree(case.params))
         self.variables = tf.nest.flatten(self.p)
-        self.opt = optimizer(case.optimizer)
+        self.opt = optimizer(case.optimizer, case.dtype)
         self.opt.build(self.variables)
         self.grads = case.compile(self._loss_and_grads)
         self.train_step = case.compile(self._train_step)

@@ -34,7 +34,26 @@ def optimizer(opt: Any, params: list[Any]) -> torch.optim.Optimizer:
         return torch.optim.SGD(params, lr=opt.lr, momentum=opt.momentum)
     kind = torch.optim.Adam if opt.name == "adam" else torch.optim.AdamW
     extra = {"weight_decay": opt.weight_decay} if opt.name == "adamw" else {}
-    return kind(params, lr=opt.lr, betas=(opt.b1, opt.b2), eps=opt.eps, **extra)
+    built = kind(params, lr=opt.lr, betas=(opt.b1, opt.b2), eps=opt.eps, **extra)
+    count_in_float64(built)
+    return built
+
+
+def count_in_float64(opt: torch.optim.Optimizer) -> None:
+    """Adam's state as torch's lazy initialisation makes it, but its step count in float64.
+
+    torch keeps ``step`` in float32 unless the default dtype is float64. Eager, the bias
+    corrections read it back as a Python float (float64 arithmetic); under torch.compile they
+    are tensor ops on the float32 count, so 1 - 0.999**t is rounded to float32 and the first
+    step moves 1e-6 away from eager's and the spec's: a float64 case no longer runs the spec's
+    algorithm. A float64 count gives compiled and eager the same bias corrections."""
+    for group in opt.param_groups:
+        for p in group["params"]:
+            opt.state[p] = {
+                "step": torch.tensor(0.0, dtype=torch.float64, device="cpu"),  # as torch hosts it
+                "exp_avg": torch.zeros_like(p, memory_format=torch.preserve_format),
+                "exp_avg_sq": torch.zeros_like(p, memory_format=torch.preserve_format),
+            }
 
 
 class Trainer:

@@ -1,8 +1,9 @@
 """Seed MLP with Keras Dense layers and keras.optimizers.SGD on the TensorFlow backend: eager,
 tf.function or tf.function(jit_compile=True). The Dense kernel is (in, out), the spec's layout.
 
-Keras keeps its learning rate in a float32 variable, so an fp64 run steps with float32(1e-2),
-2e-8 away relatively: far inside the fp64 trajectory tolerance, and what Keras users get."""
+Keras keeps its learning rate in a variable of its floatx (float32 by default): an fp64 run
+made under the default would step with float32(1e-2), 2e-8 away relatively, another learning
+rate than the other frameworks'. The optimizer is made with floatx float64 for fp64 cases."""
 
 from __future__ import annotations
 
@@ -29,6 +30,17 @@ def make_model(w1: Any, w2: Any) -> keras.Sequential:
     return model
 
 
+def sgd(lr: float, dtype: str) -> keras.optimizers.SGD:
+    """Keras SGD whose learning-rate variable is float64 in a float64 case, float32 otherwise
+    (a bfloat16 variable would make 1e-2 into 0.00999)."""
+    before = keras.config.floatx()
+    keras.config.set_floatx("float64" if dtype == "float64" else "float32")
+    try:
+        return keras.optimizers.SGD(learning_rate=lr)
+    finally:
+        keras.config.set_floatx(before)
+
+
 class Trainer:
     def __init__(self, case: Any) -> None:
         if keras.backend.backend() != "tensorflow":
@@ -36,7 +48,7 @@ class Trainer:
                                "unset KERAS_BACKEND")
         with case.adapter.device_scope():
             self.model = make_model(case.params["w1"], case.params["w2"])
-            self.opt = keras.optimizers.SGD(learning_rate=case.learning_rate)
+            self.opt = sgd(case.learning_rate, case.dtype)
             self.opt.build(self.model.trainable_variables)  # its variables, outside any trace
         self.bce = keras.losses.BinaryCrossentropy(from_logits=True, dtype=case.dtype)
         self.x, self.y = case.data["x"], case.data["y"]
