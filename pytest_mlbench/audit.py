@@ -34,10 +34,11 @@ COMPANIONS = 3  # companions, each with its own dither, that must all be readabl
 
 
 def audit(ctx: Context, round_no: int, calls: int, before: Any, after: Any,
-          call: int | None) -> str | None:
+          call: int | None, key: int | None = None) -> str | None:
     """An audited round did the reference's work: ``calls`` optimizer steps from the state it
-    started in, or the right result for the probe of its call ``call``. Returns why the
-    round's count from the seeded start was not judged, if it was not (audit_step_count)."""
+    started in, or the right result for the probe of its call ``call`` (probe ``key``, the
+    secret the parent sent with the round). Returns why the round's count from the seeded
+    start was not judged, if it was not (audit_step_count)."""
     label = (f"{ctx.where} timed round {round_no} (audited): the implementation did less or "
              "different work while timed than the checked steps showed;")
     try:
@@ -46,8 +47,8 @@ def audit(ctx: Context, round_no: int, calls: int, before: Any, after: Any,
                                         where=f"{label} {calls} step(s) from the round's start")
             return audit_step_count(ctx, after, where=label)
         assert call is not None
-        check_output(ctx, after, round_no * calls + call,
-                     f"of call {call} (probe {round_no * calls + call})", where=label)
+        index = round_no * calls + call if key is None else key
+        check_output(ctx, after, index, f"of call {call} (probe {index})", where=label)
         return None
     except AssertionError as exc:
         raise AssertionError(str(exc)) from None
@@ -141,3 +142,36 @@ def _flat(params: Mapping[str, Any]) -> np.ndarray:
 
 def _flat_steps(states: Mapping[int, State]) -> dict[int, np.ndarray]:
     return {step: _flat(params) for step, (params, _) in states.items()}
+
+
+# the parent's clock against the worker's (pipeline.CaseRun.turn): each turn's command as the
+# parent timed it, and as the worker's own clock (the one its rounds are timed with) spanned
+# it. Honest, they differ by the messages' transport and the threads' move to the timed
+# cores, well under a millisecond to a few; a busy host can stall either side for more. So
+# the verdict is over the whole pass and lenient: the worker's account must cover at least
+# CLOCK_SHARE of the parent's time, less CLOCK_SLACK_S a turn.
+CLOCK_SHARE = 0.5
+CLOCK_SLACK_S = 0.025
+
+
+def assert_clocks_agree(clock: Mapping[str, float], *, where: str) -> None:
+    """The worker's clock ran with the parent's: over a pass, the span of its round commands
+    on its own clock is at least CLOCK_SHARE of the parent's time for them, less
+    CLOCK_SLACK_S a turn, and its timed rounds fit inside that span. A worker whose clock
+    was replaced (time.perf_counter, or the attribute the runner reads) to report less
+    fails here."""
+    parent, worker, timed = clock["parent_s"], clock["worker_s"], clock["timed_s"]
+    turns = int(clock["turns"])
+    floor = CLOCK_SHARE * parent - CLOCK_SLACK_S * turns
+    if worker < floor:
+        raise AssertionError(
+            f"{where}: the worker's clock disagrees with the parent's: its {turns} timed "
+            f"turn(s) took {parent:.4g} s on the parent's clock and {worker:.4g} s on the "
+            f"worker's, under the {floor:.4g} s allowed ({CLOCK_SHARE:g} of the parent's, "
+            f"less {CLOCK_SLACK_S:g} s a turn): the clock the rounds are timed with was "
+            "replaced or slowed")
+    if timed > worker * 1.01 + 1e-4:
+        raise AssertionError(
+            f"{where}: the worker's timed rounds ({timed:.4g} s) add up to more than the "
+            f"turns that held them ({worker:.4g} s) on the same clock: the clock is not "
+            "monotonic")

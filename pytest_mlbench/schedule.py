@@ -49,9 +49,11 @@ def cycle_order(seed: int, p: int, cycle: int, cases: int) -> np.ndarray:
     return data.generator(seed, "cycle", str(p), str(cycle)).permutation(cases)
 
 
-def audited_rounds(seed: int, name: str, p: int, total: int) -> set[int]:
+def audited_rounds(secret: int, name: str, p: int, total: int) -> set[int]:
     """Which of a pass's ``total`` rounds (numbered from 1, dropped ones too) are audited:
-    chosen at random (seeded), so an implementation cannot tell them from the others."""
-    rng = data.generator(seed, name, "audit", str(p))
+    drawn from the parent's secret for the case and pass (pipeline.CaseRun.secret, never
+    sent to a worker, recorded after the run), so an implementation cannot tell them from
+    the others, not even by computing them from the session's seed."""
+    rng = data.generator(secret, name, "audit", str(p))
     count = min(total, 1 + total // AUDIT_EVERY)
     return {int(r) for r in rng.choice(range(1, total + 1), count, replace=False)}

@@ -207,6 +207,12 @@ class JaxAdapter:
     def to_numpy(self, value: Any) -> np.ndarray:
         return np.array(value, copy=True)
 
+    def concrete_types(self) -> tuple[type, ...]:
+        """A timed call's results: JAX's concrete array type (never a tracer or a wrapper)."""
+        import jax.numpy as jnp
+
+        return (type(jnp.zeros(())),)
+
     def sync(self, value: Any) -> None:
         import jax
 
