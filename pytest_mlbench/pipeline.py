@@ -192,8 +192,10 @@ class CaseRun:
             wanted[r] = self._audit_call(r)
             if self.train and r - 1 in self.serial_of:
                 wanted.setdefault(r - 1, None)
-        if not wanted:
-            return
+        if wanted:
+            self._fetch_rounds(wanted)
+
+    def _fetch_rounds(self, wanted: Mapping[int, int | None]) -> None:
         assert self.handle is not None
         ask = [(self.serial_of[r], call) for r, call in sorted(wanted.items())]
         replies = self.pool.case(self.handle, "fetch", ask)
@@ -239,6 +241,7 @@ class CaseRun:
                 key = None if call is None else self.keys[r][call]
                 if audit.audit(self.ctx, r, self.calls, before, self.kept[r], call, key):
                     uncounted.append(r)
+        self._count_final(uncounted)
         audit.assert_clocks_agree(self.clock, where=self.ctx.where)
         memory = self._call("peak_memory") if self.full else None
         done = self._call("finish", self.full)
@@ -249,6 +252,20 @@ class CaseRun:
                 "uncounted_rounds": uncounted,
                 "audit_secret": self.secret, "clock": dict(self.clock),
                 "peak_memory": memory}
+
+    def _count_final(self, uncounted: list[int]) -> None:
+        """Training: the state the pass's last round left, counted from the seeded start
+        (audit.audit_step_count, as far as the reference is affordable): an implementation
+        that falls behind the work it reports after any step shows there, whichever rounds
+        were audited. Fetched after the last turn, when nothing is left to hide."""
+        last = self.rounds_done
+        if not self.train or last < 1 or last in self.audits or last not in self.serial_of:
+            return
+        self._fetch_rounds({last: None})
+        label = (f"{self.ctx.where} the state after the pass's last timed round {last} "
+                 "(counted at the end of the pass):")
+        if audit.audit_step_count(self.ctx, self.kept[last], where=label):
+            uncounted.append(last)
 
     def close(self) -> None:
         if self.handle is not None:
