@@ -8,7 +8,12 @@ Every pass runs the same checks before timing, in a fresh process, against refer
 first pass computed (they are cached): every framework traces and compiles the same
 functions in the same order in every process (torch and numba load from the session's
 compile caches what the first pass compiled; XLA compiles afresh: engine/workers.
-compile_caches). Every pass's timed rounds are audited.
+compile_caches). Every pass's timed rounds are audited: every round's results are made
+NumPy inside its clock and kept in the worker, a digest of each sent back with the turn;
+which rounds are judged is drawn from a secret only this process holds (CaseRun.secret),
+and they are fetched after their turn and checked against the digests. Inference and
+transform probes are keyed by secrets sent as each turn starts. The parent times every turn
+on its own clock and judges the worker's account of it (audit.assert_clocks_agree).
 The first pass also measures the peak memory and checks loss and gradient where training
 took the parameters; later passes skip those two, which only repeat the first pass's.
 """
