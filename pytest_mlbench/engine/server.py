@@ -52,6 +52,7 @@ class CaseServer:
             runners.check_protocol(impl, task.kind, self.where)
             stateful = bool(task.optimizer and task.optimizer.slots)
             self.runner = runners.RUNNERS[task.kind](impl, adapter, stateful)
+            self.runner.accepted()  # asked once, here, before anything is timed
         self.params64 = data.widen(params)
         self.serial = 0  # timed rounds run so far, warm-up ones too (round, fetch)
         self.stash: dict[int, Any] = {}  # the results of the latest round command's rounds
