@@ -293,3 +293,40 @@ def test_a_worker_whose_results_changed_after_its_turn_fails() -> None:
     run.audits = {1}
     with pytest.raises(AssertionError, match="changed after the clock stopped"):
         run.turn(1)
+
+
+# -- what a round's clock holds, and the parent's clock against the worker's -------------------
+
+def test_a_round_result_is_made_numpy_only_from_the_frameworks_own_types() -> None:
+    """Inside the clock the adapter converts the framework's own arrays; any other object is
+    refused before it is converted (its conversion could run owed work untimed)."""
+    from pytest_mlbench.engine import runners
+    from pytest_mlbench.frameworks.numpy_ import NumpyAdapter
+
+    adapter = NumpyAdapter()
+    accepted = runners.concrete_types(adapter)
+    found = runners.concrete(adapter, np.ones(2), "x", accepted)
+    assert isinstance(found, np.ndarray) and found.tolist() == [1.0, 1.0]
+    assert runners.concrete(adapter, 0.5, "loss", accepted) == 0.5
+
+    class Duck:
+        def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+            raise AssertionError("converted")
+
+    with pytest.raises(runners.NotConcrete, match=r"x is a \S+Duck, not one of numpy's own "
+                                                  r"concrete arrays .*work owed, not done"):
+        runners.concrete(adapter, Duck(), "x", accepted)
+    with pytest.raises(runners.NotConcrete):  # a subclass is not the type
+        runners.concrete(adapter, np.ones(2).view(np.ma.MaskedArray), "x", accepted)
+
+
+def test_the_worker_clock_must_cover_half_the_parents_time_less_a_slack_a_turn() -> None:
+    from pytest_mlbench import audit
+
+    honest = {"parent_s": 2.0, "worker_s": 1.9, "timed_s": 1.5, "turns": 12}
+    audit.assert_clocks_agree(honest, where="fake")
+    stalled = {"parent_s": 0.3, "worker_s": 0.01, "timed_s": 0.005, "turns": 12}
+    audit.assert_clocks_agree(stalled, where="fake")  # a busy host: within the slack
+    quarter = {"parent_s": 2.0, "worker_s": 0.5, "timed_s": 0.4, "turns": 12}
+    with pytest.raises(AssertionError, match="the worker's clock disagrees with the parent's"):
+        audit.assert_clocks_agree(quarter, where="fake")
