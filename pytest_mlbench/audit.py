@@ -169,11 +169,13 @@ def _flat_steps(states: Mapping[int, State]) -> dict[int, np.ndarray]:
 # the parent's clock against the worker's (pipeline.CaseRun.turn): each turn's command as the
 # parent timed it, and as the worker's own clock (the one its rounds are timed with) spanned
 # it. Honest, they differ by the messages' transport and the threads' move to the timed
-# cores, well under a millisecond to a few; a busy host can stall either side for more. So
+# cores, well under a millisecond to a few; a busy host, or the parent's other threads
+# holding the GIL (a session that times nothing checks cases side by side), can stall the
+# parent's receipt for more. So
 # the verdict is over the whole pass and lenient: the worker's account must cover at least
 # CLOCK_SHARE of the parent's time, less CLOCK_SLACK_S a turn.
 CLOCK_SHARE = 0.5
-CLOCK_SLACK_S = 0.025
+CLOCK_SLACK_S = 0.05
 
 
 def assert_clocks_agree(clock: Mapping[str, float], *, where: str) -> None:

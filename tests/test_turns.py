@@ -327,6 +327,6 @@ def test_the_worker_clock_must_cover_half_the_parents_time_less_a_slack_a_turn()
     audit.assert_clocks_agree(honest, where="fake")
     stalled = {"parent_s": 0.3, "worker_s": 0.01, "timed_s": 0.005, "turns": 12}
     audit.assert_clocks_agree(stalled, where="fake")  # a busy host: within the slack
-    quarter = {"parent_s": 2.0, "worker_s": 0.5, "timed_s": 0.4, "turns": 12}
+    quarter = {"parent_s": 2.0, "worker_s": 0.5, "timed_s": 0.4, "turns": 4}
     with pytest.raises(AssertionError, match="the worker's clock disagrees with the parent's"):
         audit.assert_clocks_agree(quarter, where="fake")

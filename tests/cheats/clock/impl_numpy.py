@@ -1,4 +1,4 @@
-"""The honest NumPy trainer, slowed to 50 ms a step (so that a round is long enough to show
+"""The honest NumPy trainer, slowed to 100 ms a step (so that a round is long enough to show
 on any clock), which replaces the clock the worker's runner reads (the ``time`` attribute of
 pytest_mlbench.engine.runners) with one running at a quarter speed whenever it times this
 case (other cases served by the same worker keep the real clock)."""
@@ -13,7 +13,7 @@ from typing import Any
 from pytest_mlbench import load_suite_file
 
 SPECS = load_suite_file(Path(__file__).parents[1] / "specs.py")
-STEP_S = 0.05
+STEP_S = 0.1
 SPEED = 0.25
 
 
