@@ -172,7 +172,7 @@ class CaseRun:
                                           strict=True)]
         self._ran(numbers, reply[0], keys)
         self._clocked(took, reply, seconds)
-        self._fetch([r for r in sorted(self.audits) if r in numbers])
+        self._fetch(numbers)
         self._pretouched_again([r["pretouched"] for r in reply if r.get("pretouched")])
         self.seconds += seconds[discard:]
         self.faults += faults[discard:]
@@ -188,26 +188,37 @@ class CaseRun:
         clock["timed_s"] += float(sum(seconds))
         clock["turns"] += 1
 
-    def _fetch(self, audited: Sequence[int]) -> None:
-        """The results of this turn's audited rounds (training: and of the round before
-        each), fetched after the turn from the worker, which kept every round's alike, and
-        checked against the digests it sent before it could know which were wanted."""
+    def _fetch(self, numbers: Sequence[int]) -> None:
+        """After every turn, the results of its audited rounds (training: and of the round
+        before each), fetched from the worker, which kept every round's alike, and checked
+        against the digests it sent before it could know which were wanted. A turn without
+        an audited round fetches one round all the same, drawn from the secret (a decoy,
+        its digest checked, never judged): every turn looks alike from the worker, which
+        so never learns that a pass's audits are spent and the rounds left are unread."""
+        chosen = [r for r in sorted(self.audits) if r in numbers]
+        if not chosen:
+            rng = data.generator(self.secret, self.spec["name"], "decoy", str(numbers[0]))
+            chosen = [int(rng.choice(numbers))]
         wanted: dict[int, int | None] = {}
-        for r in audited:
+        for r in chosen:
             wanted[r] = self._audit_call(r)
             if self.train and r - 1 in self.serial_of:
                 wanted.setdefault(r - 1, None)
-        if wanted:
-            self._fetch_rounds(wanted)
+        found = self._fetch_rounds(wanted)
+        keep = {r for r in chosen if r in self.audits}
+        keep |= {r - 1 for r in keep}
+        self.kept.update({r: v for r, v in found.items() if r in keep})
 
-    def _fetch_rounds(self, wanted: Mapping[int, int | None]) -> None:
+    def _fetch_rounds(self, wanted: Mapping[int, int | None]) -> dict[int, Any]:
+        """Rounds' results from the worker, checked against their digests and agreed by
+        every rank."""
         assert self.handle is not None
         ask = [(self.serial_of[r], call) for r, call in sorted(wanted.items())]
         replies = self.pool.case(self.handle, "fetch", ask)
         by_round = [{r: reply[self.serial_of[r]] for r in wanted} for reply in replies]
         for r, found in by_round[0].items():
             self._check_digest(r, wanted[r], found)
-        self.kept.update(agree_kept([{"kept": k} for k in by_round], self.ctx.where))
+        return agree_kept([{"kept": k} for k in by_round], self.ctx.where)
 
     def _check_digest(self, r: int, call: int | None, found: Any) -> None:
         if call is None:
@@ -266,7 +277,7 @@ class CaseRun:
         last = self.rounds_done
         if not self.train or last < 1 or last in self.audits or last not in self.serial_of:
             return
-        self._fetch_rounds({last: None})
+        self.kept.update(self._fetch_rounds({last: None}))
         label = (f"{self.ctx.where} the state after the pass's last timed round {last} "
                  "(counted at the end of the pass):")
         if audit.audit_step_count(self.ctx, self.kept[last], where=label):

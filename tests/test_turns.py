@@ -78,9 +78,11 @@ def test_a_dropped_round_can_be_audited_like_any_other() -> None:
     run.audits = {5}  # the first, dropped round of the second turn
     run.turn(3)
     run.turn(2)
-    # fetched after its turn with the state it started from (round 4, the turn before's)
-    assert pool.fetched == [[4, 5]]
-    assert 5 in run.kept and 4 in run.kept
+    # fetched after its turn with the state it started from (round 4, the turn before's);
+    # the first turn, unaudited, fetched a decoy all the same, kept nowhere
+    assert len(pool.fetched) == 2 and len(pool.fetched[0]) in (1, 2)
+    assert pool.fetched[1] == [4, 5]
+    assert set(run.kept) == {4, 5}
 
 
 def test_turns_that_pretouched_the_heap_again_are_counted_in_the_heap_record() -> None:
