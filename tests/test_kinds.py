@@ -163,3 +163,11 @@ def test_answers_computed_in_build_for_the_probes_fail_their_audited_round(
     probes come from a secret sent as each turn starts, so its table misses them all."""
     caught(session, "inferahead-jax-jit-cpu-fp32",
            r"timed round 1 \(audited\): .* forward pass of call \d+ \(probe \d+\): differs by")
+
+
+def test_inference_reading_the_harness_for_the_kept_call_finds_nothing_and_fails(
+        session: Session) -> None:
+    """It computes only the call a frame names as kept; nothing in the worker says which
+    round or call is audited, so it answers zeros, and the audited call shows it."""
+    caught(session, "inferpeek-jax-jit-cpu-fp32",
+           r"timed round 1 \(audited\): .* forward pass of call \d+ \(probe \d+\): differs by")
