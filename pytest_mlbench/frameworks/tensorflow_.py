@@ -194,9 +194,12 @@ class TensorflowAdapter:
         import tensorflow as tf
 
         found: tuple[type, ...] = (type(tf.constant(0.0)), type(tf.Variable(0.0)))
-        keras = sys.modules.get("keras.src.backend.tensorflow.core")
-        if keras is not None and hasattr(keras, "Variable"):
-            found += (keras.Variable,)
+        # keras.Variable on the TensorFlow backend is keras.src.backend.Variable, a subclass
+        # of the backend's core Variable; either may be what a model or optimizer holds
+        for module in ("keras.src.backend.tensorflow.core", "keras.src.backend"):
+            keras = sys.modules.get(module)
+            if keras is not None and isinstance(getattr(keras, "Variable", None), type):
+                found += (keras.Variable,)
         return found
 
     def sync(self, value: Any) -> None:
