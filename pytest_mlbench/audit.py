@@ -194,8 +194,40 @@ def assert_clocks_agree(clock: Mapping[str, float], *, where: str) -> None:
             f"worker's, under the {floor:.4g} s allowed ({CLOCK_SHARE:g} of the parent's, "
             f"less {CLOCK_SLACK_S:g} s a turn): the clock the rounds are timed with was "
             "replaced or slowed")
+    assert_rounds_fit(clock, where=where)
     if timed > worker * 1.01 + 1e-4:
         raise AssertionError(
             f"{where}: the worker's timed rounds ({timed:.4g} s) add up to more than the "
             f"turns that held them ({worker:.4g} s) on the same clock: the clock is not "
             "monotonic")
+
+
+# what the worker's clock may put beside its rounds: between two rounds, ROUND_WORK_TIMES the
+# harness's own work there as the parent does it (a digest, the next round's probes), plus
+# CLOCK_SLACK_S a turn and BETWEEN_SHARE of the parent's time; around a round's own readings,
+# OUTSIDE_SHARE of it (a guard's entry and exit: microseconds)
+ROUND_WORK_TIMES = 4.0
+BETWEEN_SHARE = 0.25
+OUTSIDE_SHARE = 0.02
+
+
+def assert_rounds_fit(clock: Mapping[str, float], *, where: str) -> None:
+    """A clock consistent with itself but moving time out of the rounds fails: each round's
+    reported seconds match the readings the worker took around it (one clock read by every
+    caller alike), and the time between rounds is what the harness's work there costs."""
+    parent, turns = clock["parent_s"], int(clock["turns"])
+    outside, between = clock.get("outside_s", 0.0), clock.get("between_s", 0.0)
+    if abs(outside) > OUTSIDE_SHARE * parent + CLOCK_SLACK_S * turns:
+        raise AssertionError(
+            f"{where}: the worker's rounds were timed at {abs(outside):.4g} s more or less "
+            f"than its readings around them show ({parent:.4g} s on the parent's clock): the "
+            "clock the rounds are timed with is not the one around them")
+    rounds = max(int(clock.get("rounds", 0)) - turns, 0)  # gaps: between a turn's rounds
+    allowed = (ROUND_WORK_TIMES * rounds * clock.get("round_work_s", 0.0)
+               + CLOCK_SLACK_S * turns + BETWEEN_SHARE * parent)
+    if between > allowed:
+        raise AssertionError(
+            f"{where}: the worker's clock put {between:.4g} s between its timed rounds, "
+            f"where the harness's work there allows {allowed:.4g} s ({rounds} gap(s); the "
+            f"turns took {parent:.4g} s on the parent's clock): time was moved out of the "
+            "rounds")

@@ -65,7 +65,8 @@ class CaseRun:
     keys: dict[int, list[int]] = field(default_factory=dict)  # audited round -> probe keys
     sent: int = 0  # rounds asked of the worker so far (warm-up ones too): keys' index
     clock: dict[str, float] = field(default_factory=lambda: {
-        "parent_s": 0.0, "worker_s": 0.0, "timed_s": 0.0, "turns": 0})
+        "parent_s": 0.0, "worker_s": 0.0, "timed_s": 0.0, "turns": 0, "rounds": 0,
+        "between_s": 0.0, "outside_s": 0.0, "round_work_s": 0.0})
 
     @property
     def train(self) -> bool:
@@ -187,6 +188,9 @@ class CaseRun:
         clock["worker_s"] += max(float(r.get("span", took)) for r in reply)
         clock["timed_s"] += float(sum(seconds))
         clock["turns"] += 1
+        clock["rounds"] += len(seconds)
+        clock["between_s"] += max(float(r.get("between", 0.0)) for r in reply)
+        clock["outside_s"] += max(float(r.get("outside", 0.0)) for r in reply)
 
     def _fetch(self, numbers: Sequence[int]) -> None:
         """After every turn, the results of its audited rounds (training: and of the round
@@ -221,12 +225,15 @@ class CaseRun:
         return agree_kept([{"kept": k} for k in by_round], self.ctx.where)
 
     def _check_digest(self, r: int, call: int | None, found: Any) -> None:
+        """``found`` is what the worker reported for round ``r`` when it ran."""
+        began = time.perf_counter()
         if call is None:
             digest = data.digest(found["params"], found["state"])
             sent = self.digests[r]
         else:
             digest = data.digest(found if isinstance(found, Mapping) else {"": found})
             sent = self.digests[r][call]
+        self._round_work(r, call, time.perf_counter() - began)
         if digest != sent:
             raise AssertionError(
                 f"{self.ctx.where} timed round {r} (audited): the results the worker gave "
@@ -268,6 +275,18 @@ class CaseRun:
                 "uncounted_rounds": uncounted,
                 "audit_secret": self.secret, "clock": dict(self.clock),
                 "peak_memory": memory}
+
+    def _round_work(self, r: int, call: int | None, digest_s: float) -> None:
+        """What the harness's own work between two rounds costs, as this process does it:
+        a digest of a round's results, and (inference, transforms) each call's probe. It
+        bounds the time a worker's clock may put between its rounds
+        (audit.assert_clocks_agree)."""
+        work = digest_s
+        if call is not None:
+            began = time.perf_counter()
+            verify.probe_of(self.ctx, self.keys[r][call])
+            work = (digest_s + time.perf_counter() - began) * self.calls
+        self.clock["round_work_s"] = max(self.clock["round_work_s"], work)
 
     def _count_final(self, uncounted: list[int]) -> None:
         """Training: the state the pass's last round left, counted from the seeded start

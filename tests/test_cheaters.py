@@ -124,6 +124,15 @@ def test_a_worker_clock_replaced_to_report_less_fails_against_the_parents(
                   r"[\d.]+ s on the parent's clock and [\d.]+ s on the worker's")
 
 
+def test_a_clock_slowed_only_for_the_rounds_own_readings_fails_against_the_others(
+        checked: Session) -> None:
+    """The same clock, slowed only when the timed round reads it: the worker's account of
+    the turn agrees with the parent's, but not its rounds with the readings around them."""
+    assert_caught(checked, case("clockshift", "numpy"),
+                  r"the worker's rounds were timed at [\d.]+ s more or less than its readings "
+                  r"around them show")
+
+
 def test_parameters_falling_behind_after_step_128_fail_the_count_at_the_pass_end(
         timed: Session) -> None:
     """Honest for 128 steps, then a step behind: each round still looks like a right step

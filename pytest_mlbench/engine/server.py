@@ -142,6 +142,9 @@ class CaseServer:
         nothing may compile (or recompile) any more."""
         began = runners.time.perf_counter()
         seconds, digests, serials, faults, steps = [], [], [], [], []
+        # on the same clock: the harness's own work between rounds, and what the round's
+        # readings leave out of the readings around them (nothing, on one honest clock)
+        between, outside, ended = 0.0, 0.0, None
         kept_last = self.stash.get(self.serial)
         self.stash = {} if kept_last is None else {self.serial: kept_last}
         # before the clock: the heap as a pre-touch left it, if another case changed it since
@@ -151,7 +154,12 @@ class CaseServer:
             for r in range(rounds):
                 probes = self.probes(keys[r] if keys else [0] * calls)
                 before = allocator.minor_faults()
+                start = runners.time.perf_counter()
                 took, outs, tail = runners.timed_round(self.runner, probes, guard)
+                end = runners.time.perf_counter()
+                between += 0.0 if ended is None else start - ended
+                outside += end - start - took
+                ended = end
                 faults.append(allocator.minor_faults() - before)
                 seconds.append(took)
                 self.serial += 1
@@ -165,7 +173,8 @@ class CaseServer:
         # the whole command on the same clock, which the parent compares with its own
         return {"seconds": seconds, "serials": serials, "digests": digests, "faults": faults,
                 "steps": steps, "pretouched": again,
-                "span": runners.time.perf_counter() - began}
+                "span": runners.time.perf_counter() - began, "between": between,
+                "outside": outside}
 
     def _result(self, outs: list[Any], tail: Any) -> Any:
         """What a round produced, as the audit reads it: training, the parameters and state
