@@ -20,14 +20,13 @@ took the parameters; later passes skip those two, which only repeat the first pa
 
 from __future__ import annotations
 
+import secrets
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-
-import secrets
-import time
 
 from pytest_mlbench import audit, data, verify
 from pytest_mlbench.checks import assert_identical, assert_threads

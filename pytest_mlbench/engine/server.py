@@ -4,10 +4,10 @@ The parent (pipeline.py) drives it phase by phase: ``start`` (what the implement
 from), ``evaluate`` (loss and gradient, or the first probe's result), ``steps`` (checked
 training steps), ``round`` (timed rounds, every one's results kept alike until the next
 command, a digest of each sent back), ``fetch`` (the kept results the parent audits, chosen
-after the turn), ``finish`` (what training and timing left behind). Every command reports the compilations it caused,
-attributed to its phase, which is how "eager means eager" and "nothing compiles while timed"
-are checked. Errors in the implementation are sent back as the case's failure; the worker
-keeps serving its other cases.
+after the turn), ``finish`` (what training and timing left behind). Every command reports
+the compilations it caused, attributed to its phase, which is how "eager means eager" and
+"nothing compiles while timed" are checked. Errors in the implementation are sent back as
+the case's failure; the worker keeps serving its other cases.
 """
 
 from __future__ import annotations

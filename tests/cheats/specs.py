@@ -92,8 +92,8 @@ def mlp(name: str, data_parallel: Mapping[str, str] | None = None, steps_per_cal
     """The seed MLP at batch 64, one step a timed call (or ``steps_per_call``), lr 1e-2."""
     return Workload(
         name=name, summary="seed MLP for cheaters", data_key="mlp",
-        sizes=_same_sizes(Shape({"batch": 64}, steps_per_call=steps_per_call)), learning_rate=1e-2, make_data=mlp_data,
-        make_params=mlp_params, loss=mlp_loss, grad=mlp_grad,
+        sizes=_same_sizes(Shape({"batch": 64}, steps_per_call=steps_per_call)),
+        learning_rate=1e-2, make_data=mlp_data, make_params=mlp_params, loss=mlp_loss, grad=mlp_grad,
         flops_per_step=lambda dims: 4 * dims["batch"] * IN * HIDDEN,
         data_parallel=dict(data_parallel or {}), implementations=implementations)
 
