@@ -20,8 +20,10 @@ from pytest_mlbench.precision import Policy
 
 
 def _numpy_types() -> tuple[type, ...]:
-    scalars = (np.float16, np.float32, np.float64, np.longdouble, np.int8, np.int16, np.int32,
-               np.int64, np.uint8, np.uint16, np.uint32, np.uint64, np.bool_)
+    """NumPy's arrays and the scalar types a loss may come back as."""
+    scalars: tuple[type, ...] = (np.float16, np.float32, np.float64, np.longdouble, np.int8,
+                                 np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
+                                 np.uint64, np.bool_)
     try:
         import ml_dtypes
 
