@@ -216,9 +216,13 @@ class CaseRun:
         """Rounds' results from the worker, checked against their digests and agreed by
         every rank."""
         assert self.handle is not None
-        ask = [(self.serial_of[r], call) for r, call in sorted(wanted.items())]
+        # by how many rounds each is behind the latest: the same on every rank (a pinning
+        # warm-up repeats its round a number of times each rank chooses for itself)
+        latest = max(self.serial_of.values())
+        order = sorted(wanted)
+        ask = [(latest - self.serial_of[r], wanted[r]) for r in order]
         replies = self.pool.case(self.handle, "fetch", ask)
-        by_round = [{r: reply[self.serial_of[r]] for r in wanted} for reply in replies]
+        by_round = [dict(zip(order, reply, strict=True)) for reply in replies]
         for r, found in by_round[0].items():
             self._check_digest(r, wanted[r], found)
         return agree_kept([{"kept": k} for k in by_round], self.ctx.where)

@@ -35,8 +35,8 @@ class FakePool:
     def case(self, handle: int, method: str, *args: Any, timeout: float | None = None,
              ) -> list[dict[str, Any]]:
         if method == "fetch":
-            self.fetched.append([serial for serial, _ in args[0]])
-            return [{serial: self.result() for serial, _ in args[0]}]
+            self.fetched.append([self.serial - back for back, _ in args[0]])
+            return [[self.result() for _ in args[0]]]
         assert method == "round"
         total = args[0]
         self.calls.append((self.serial + 1, total))

@@ -184,16 +184,18 @@ class CaseServer:
             return {**self.runner.snapshot(tail), "steps": self.runner.calls}
         return list(outs)
 
-    def fetch(self, wanted: list[tuple[int, int | None]]) -> dict[int, Any]:
-        """Kept results of rounds by serial number: a training round's whole result, or one
-        call's output (``call``), with the digest sent when the round ran."""
-        found: dict[int, Any] = {}
-        for serial, call in wanted:
+    def fetch(self, wanted: list[tuple[int, int | None]]) -> list[Any]:
+        """Kept results of rounds, each named by how many rounds it is behind the latest (0:
+        the latest): a training round's whole result, or one call's output (``call``), as
+        they were when the round's digest was sent."""
+        found = []
+        for back, call in wanted:
+            serial = self.serial - back
             if serial not in self.stash:
-                raise AssertionError(f"{self.where}: round {serial} is no longer kept in the "
-                                     f"worker (kept: {sorted(self.stash)})")
+                raise AssertionError(f"{self.where}: the round {back} round(s) before the "
+                                     f"latest is no longer kept in the worker")
             result = self.stash[serial]
-            found[serial] = result if call is None else result[call]
+            found.append(result if call is None else result[call])
         return found
 
     @contextlib.contextmanager
