@@ -1,7 +1,9 @@
-"""Correct while timed: an audited round (chosen at random, seeded; the implementation cannot
-tell it from the others) did the reference's work from where it started, and, up to
-ABSOLUTE_STEPS, its parameters are the reference's after as many steps from the seeded start
-as step() has been called, where a count can be read at all."""
+"""Correct while timed: an audited round (drawn from a secret of the parent's; every round is
+read alike, so the implementation cannot tell it from the others) did the reference's work
+from where it started, and its parameters, like those the pass ended with, are the
+reference's after as many steps from the seeded start as step() has been called, where a
+count can be read at all and the reference's steps that far are affordable (always up to
+ABSOLUTE_STEPS). And the worker's clock agrees with the parent's (assert_clocks_agree)."""
 
 from __future__ import annotations
 

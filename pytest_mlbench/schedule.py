@@ -1,6 +1,7 @@
 """How a pass's timed phase is laid out: a case's rounds in one process, those rounds shared
 out over the interleaving cycles, the order of the cases in a cycle, and which rounds are
-audited. Pure functions of the plan and the seed: a replayed session lays out the same."""
+audited. Pure functions of the plan, the seed and (which rounds are audited) the parent's
+secret for the case, recorded after the run: a replayed session lays out the same."""
 
 from __future__ import annotations
 
