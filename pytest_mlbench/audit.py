@@ -1,11 +1,14 @@
-"""Correct while timed: an audited round (chosen at random, seeded; the implementation cannot
-tell it from the others) did the reference's work from where it started, and, up to
-ABSOLUTE_STEPS, its parameters are the reference's after as many steps from the seeded start
-as step() has been called, where a count can be read at all."""
+"""Correct while timed: an audited round (drawn from a secret of the parent's; every round is
+read alike, so the implementation cannot tell it from the others) did the reference's work
+from where it started, and its parameters, like those the pass ended with, are the
+reference's after as many steps from the seeded start as step() has been called, where a
+count can be read at all and the reference's steps that far are affordable (always up to
+ABSOLUTE_STEPS). And the worker's clock agrees with the parent's (assert_clocks_agree)."""
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,7 +25,12 @@ from pytest_mlbench.verify import (
     seeded_trajectory,
 )
 
-ABSOLUTE_STEPS = 128  # audited rounds up to this many steps are also checked from the start
+# audited rounds up to this many steps are always checked from the start too; beyond, and at
+# the state a pass ends in, as far as the reference's trajectory there costs under
+# COUNT_BUDGET_S to compute (cached: once per workload, optimizer and dtype in a session)
+ABSOLUTE_STEPS = 128
+COUNT_BUDGET_S = 10.0
+BUDGET_STRIDE = 64  # steps the trajectory is extended by between looks at the budget
 NEAREST_SEARCH = 8  # reference steps either side searched for the ones failing params are near
 # an honest companion (Reference.companion) further than this many steps' length from the
 # reference's step, or nearer another step, and a count cannot be read there: an honest run
@@ -34,10 +42,11 @@ COMPANIONS = 3  # companions, each with its own dither, that must all be readabl
 
 
 def audit(ctx: Context, round_no: int, calls: int, before: Any, after: Any,
-          call: int | None) -> str | None:
+          call: int | None, key: int | None = None) -> str | None:
     """An audited round did the reference's work: ``calls`` optimizer steps from the state it
-    started in, or the right result for the probe of its call ``call``. Returns why the
-    round's count from the seeded start was not judged, if it was not (audit_step_count)."""
+    started in, or the right result for the probe of its call ``call`` (probe ``key``, the
+    secret the parent sent with the round). Returns why the round's count from the seeded
+    start was not judged, if it was not (audit_step_count)."""
     label = (f"{ctx.where} timed round {round_no} (audited): the implementation did less or "
              "different work while timed than the checked steps showed;")
     try:
@@ -46,8 +55,8 @@ def audit(ctx: Context, round_no: int, calls: int, before: Any, after: Any,
                                         where=f"{label} {calls} step(s) from the round's start")
             return audit_step_count(ctx, after, where=label)
         assert call is not None
-        check_output(ctx, after, round_no * calls + call,
-                     f"of call {call} (probe {round_no * calls + call})", where=label)
+        index = round_no * calls + call if key is None else key
+        check_output(ctx, after, index, f"of call {call} (probe {index})", where=label)
         return None
     except AssertionError as exc:
         raise AssertionError(str(exc)) from None
@@ -79,7 +88,7 @@ def audit_step_count(ctx: Context, after: Mapping[str, Any], *, where: str) -> s
     --benchmark-disable session, the early rounds of a timed one), from the Reference's
     cached trajectories."""
     steps = after.get("steps")
-    if steps is None or steps > ABSOLUTE_STEPS:
+    if steps is None or not affordable(ctx, int(steps)):
         return None
     n = int(steps)
     label = (f"{where} {n} step(s) from the seeded start (step() has been called {n} "
@@ -106,6 +115,22 @@ def audit_step_count(ctx: Context, after: Mapping[str, Any], *, where: str) -> s
         wide = trajectory.states(max(n - NEAREST_SEARCH, 0), n + NEAREST_SEARCH)
         assert_at_step(found, _flat_steps(wide), step=n, outside=outside, where=label)
         raise
+
+
+def affordable(ctx: Context, n: int) -> bool:
+    """Whether the reference's trajectory reaches step ``n`` within COUNT_BUDGET_S (always,
+    up to ABSOLUTE_STEPS): it is extended BUDGET_STRIDE steps at a time, and what it computed
+    stays cached for every later count of the session, so an honest large model stops
+    being counted where its float64 steps grow dear, and a small one is counted all run."""
+    if n <= ABSOLUTE_STEPS:
+        return True
+    trajectory = seeded_trajectory(ctx)
+    began = time.perf_counter()
+    for step in range(ABSOLUTE_STEPS, n + BUDGET_STRIDE, BUDGET_STRIDE):
+        trajectory.state(min(step, n + 1))
+        if time.perf_counter() - began > COUNT_BUDGET_S and step < n + 1:
+            return False
+    return True
 
 
 def count_unreadable(ctx: Context, n: int, near: Mapping[int, State]) -> str | None:
@@ -141,3 +166,70 @@ def _flat(params: Mapping[str, Any]) -> np.ndarray:
 
 def _flat_steps(states: Mapping[int, State]) -> dict[int, np.ndarray]:
     return {step: _flat(params) for step, (params, _) in states.items()}
+
+
+# the parent's clock against the worker's (pipeline.CaseRun.turn): each turn's command as the
+# parent timed it, and as the worker's own clock (the one its rounds are timed with) spanned
+# it. Honest, they differ by the messages' transport and the threads' move to the timed
+# cores, well under a millisecond to a few; a busy host, or the parent's other threads
+# holding the GIL (a session that times nothing checks cases side by side), can stall the
+# parent's receipt for more. So
+# the verdict is over the whole pass and lenient: the worker's account must cover at least
+# CLOCK_SHARE of the parent's time, less CLOCK_SLACK_S a turn.
+CLOCK_SHARE = 0.5
+CLOCK_SLACK_S = 0.05
+
+
+def assert_clocks_agree(clock: Mapping[str, float], *, where: str) -> None:
+    """The worker's clock ran with the parent's: over a pass, the span of its round commands
+    on its own clock is at least CLOCK_SHARE of the parent's time for them, less
+    CLOCK_SLACK_S a turn, and its timed rounds fit inside that span. A worker whose clock
+    was replaced (time.perf_counter, or the attribute the runner reads) to report less
+    fails here."""
+    parent, worker, timed = clock["parent_s"], clock["worker_s"], clock["timed_s"]
+    turns = int(clock["turns"])
+    floor = CLOCK_SHARE * parent - CLOCK_SLACK_S * turns
+    if worker < floor:
+        raise AssertionError(
+            f"{where}: the worker's clock disagrees with the parent's: its {turns} timed "
+            f"turn(s) took {parent:.4g} s on the parent's clock and {worker:.4g} s on the "
+            f"worker's, under the {floor:.4g} s allowed ({CLOCK_SHARE:g} of the parent's, "
+            f"less {CLOCK_SLACK_S:g} s a turn): the clock the rounds are timed with was "
+            "replaced or slowed")
+    assert_rounds_fit(clock, where=where)
+    if timed > worker * 1.01 + 1e-4:
+        raise AssertionError(
+            f"{where}: the worker's timed rounds ({timed:.4g} s) add up to more than the "
+            f"turns that held them ({worker:.4g} s) on the same clock: the clock is not "
+            "monotonic")
+
+
+# what the worker's clock may put beside its rounds: between two rounds, ROUND_WORK_TIMES the
+# harness's own work there as the parent does it (a digest, the next round's probes), plus
+# CLOCK_SLACK_S a turn and BETWEEN_SHARE of the parent's time; around a round's own readings,
+# OUTSIDE_SHARE of it (a guard's entry and exit: microseconds)
+ROUND_WORK_TIMES = 4.0
+BETWEEN_SHARE = 0.25
+OUTSIDE_SHARE = 0.02
+
+
+def assert_rounds_fit(clock: Mapping[str, float], *, where: str) -> None:
+    """A clock consistent with itself but moving time out of the rounds fails: each round's
+    reported seconds match the readings the worker took around it (one clock read by every
+    caller alike), and the time between rounds is what the harness's work there costs."""
+    parent, turns = clock["parent_s"], int(clock["turns"])
+    outside, between = clock.get("outside_s", 0.0), clock.get("between_s", 0.0)
+    if abs(outside) > OUTSIDE_SHARE * parent + CLOCK_SLACK_S * turns:
+        raise AssertionError(
+            f"{where}: the worker's rounds were timed at {abs(outside):.4g} s more or less "
+            f"than its readings around them show ({parent:.4g} s on the parent's clock): the "
+            "clock the rounds are timed with is not the one around them")
+    rounds = max(int(clock.get("rounds", 0)) - turns, 0)  # gaps: between a turn's rounds
+    allowed = (ROUND_WORK_TIMES * rounds * clock.get("round_work_s", 0.0)
+               + CLOCK_SLACK_S * turns + BETWEEN_SHARE * parent)
+    if between > allowed:
+        raise AssertionError(
+            f"{where}: the worker's clock put {between:.4g} s between its timed rounds, "
+            f"where the harness's work there allows {allowed:.4g} s ({rounds} gap(s); the "
+            f"turns took {parent:.4g} s on the parent's clock): time was moved out of the "
+            "rounds")

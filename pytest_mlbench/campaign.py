@@ -363,6 +363,8 @@ class Campaign:
                 state.faults.append(sum(run.faults) / steps if steps else 0.0)
             state.checks.setdefault("audited_rounds", []).append(facts["audited_rounds"])
             state.checks.setdefault("uncounted_rounds", []).append(facts["uncounted_rounds"])
+            state.checks.setdefault("audit_secrets", []).append(facts["audit_secret"])
+            state.checks.setdefault("clocks", []).append(facts["clock"])
             state.checks["compiles"] = facts["compiles"]
             state.checks["census"] = facts["census"]
         except BaseException as exc:  # noqa: BLE001
@@ -434,7 +436,7 @@ class Campaign:
                  for name, pair in by_case.items()}
         for run in runs:  # every turn also runs TURN_WARMUP dropped rounds, auditable too
             counts = turns[run.ctx.cid.name]
-            run.audits = schedule.audited_rounds(self.plan.seed, run.spec["name"], p,
+            run.audits = schedule.audited_rounds(run.secret, run.spec["name"], p,
                                                  sum(counts) + len(counts) * TURN_WARMUP)
         names = list(by_case)
         for cycle in range(schedule.CYCLES):

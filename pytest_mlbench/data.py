@@ -2,8 +2,10 @@
 for every framework, and a digest of those bytes for the record.
 
 Timed calls of inference and transforms take a fresh probe each (an input batch, a tangent or
-cotangent), drawn from a Generator keyed by the call's index: every framework sees the same
-probe bytes at the same index, and no implementation can cache a result across calls.
+cotangent), drawn from a Generator keyed by the call's probe key: 0 for the checks before
+timing; for a timed call, a secret the parent draws and sends as the call's turn starts
+(pipeline.CaseRun._keys), so no implementation can cache a result across calls or compute
+one ahead in build(). The same key gives every framework the same probe bytes.
 """
 
 from __future__ import annotations
@@ -85,9 +87,10 @@ def _made(workload: Any, name: str, rng: np.random.Generator, dims: Any) -> Arra
 
 def probe(workload: Any, shape: Any, task: Any, seed: int, index: int, policy: Policy,
           params: Mapping[str, np.ndarray], outputs_shape: tuple[int, ...] | None) -> Arrays:
-    """The probe of call ``index`` of a timed inference or transform, at the policy's dtype:
+    """The probe of key ``index`` of an inference or transform call, at the policy's dtype:
     an input batch (inference, Jacobians), a parameter tangent (jvp, hvp) or an output
-    cotangent (vjp). Index 0 is the one the checks evaluate before timing."""
+    cotangent (vjp). Key 0 is the one the checks evaluate before timing; timed calls' keys
+    are the parent's secrets."""
     rng = generator(seed, workload.data_key or workload.name, shape.label, "probe",
                     task.label, str(index))
     kind = task.transform or "infer"

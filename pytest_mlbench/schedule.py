@@ -1,6 +1,7 @@
 """How a pass's timed phase is laid out: a case's rounds in one process, those rounds shared
 out over the interleaving cycles, the order of the cases in a cycle, and which rounds are
-audited. Pure functions of the plan and the seed: a replayed session lays out the same."""
+audited. Pure functions of the plan, the seed and (which rounds are audited) the parent's
+secret for the case, recorded after the run: a replayed session lays out the same."""
 
 from __future__ import annotations
 
@@ -49,9 +50,11 @@ def cycle_order(seed: int, p: int, cycle: int, cases: int) -> np.ndarray:
     return data.generator(seed, "cycle", str(p), str(cycle)).permutation(cases)
 
 
-def audited_rounds(seed: int, name: str, p: int, total: int) -> set[int]:
+def audited_rounds(secret: int, name: str, p: int, total: int) -> set[int]:
     """Which of a pass's ``total`` rounds (numbered from 1, dropped ones too) are audited:
-    chosen at random (seeded), so an implementation cannot tell them from the others."""
-    rng = data.generator(seed, name, "audit", str(p))
+    drawn from the parent's secret for the case and pass (pipeline.CaseRun.secret, never
+    sent to a worker, recorded after the run), so an implementation cannot tell them from
+    the others, not even by computing them from the session's seed."""
+    rng = data.generator(secret, name, "audit", str(p))
     count = min(total, 1 + total // AUDIT_EVERY)
     return {int(r) for r in rng.choice(range(1, total + 1), count, replace=False)}

@@ -31,7 +31,7 @@ def timed(tmp_path_factory: pytest.TempPathFactory) -> Session:
     return run(folder, "--mlbench-workers=1", "--mlbench-processes=2",
                "--benchmark-max-time=0.02", "--benchmark-min-rounds=5",
                f"--benchmark-json={folder / 'run.json'}",
-               "-k", "overclaim or auditguess or honest-numpy")
+               "-k", "overclaim or auditguess or honest-numpy or lag128")
 
 
 def assert_caught(session: Session, case: str, pattern: str) -> None:
@@ -88,6 +88,59 @@ def test_parameters_reported_a_step_behind_fail_the_step_count_from_the_start(
                   r"displacement of w")
     found = re.search(r"nearest the reference's step (\d+), not (\d+)", checked[lag].message)
     assert found and int(found[1]) == int(found[2]) - 1, checked[lag].message
+
+
+# -- implementations that look at the harness (issue 32) ---------------------------------------
+
+OWED = (r"(params\(\) 'w'|the result of timed call \d+) is a \S+\.Owed, not one of "
+        r"(numpy|torch|jax|tensorflow)'s own concrete arrays .*: work owed, not done")
+
+
+@pytest.mark.parametrize(("framework", "variant"), [
+    ("numpy", "eager"), ("torch", "eager"), ("torch", "jit"), ("jax", "eager"), ("jax", "jit"),
+    ("tensorflow", "eager"), ("tensorflow", "jit")])
+def test_results_whose_conversion_does_the_owed_work_fail(checked: Session, framework: str,
+                                                          variant: str) -> None:
+    """Every third step deferred to the conversion of what step() and params() return: the
+    round's results are refused by type inside the clock, never converted after it."""
+    assert_caught(checked, case("owed", framework, variant), OWED)
+
+
+@pytest.mark.parametrize(("framework", "variant"), [
+    ("numpy", "eager"), ("torch", "eager"), ("jax", "jit"), ("tensorflow", "jit")])
+def test_a_step_reading_the_harness_for_the_audit_finds_nothing_and_its_skips_fail(
+        checked: Session, framework: str, variant: str) -> None:
+    """It looks through its callers' frames for whether the round is kept (the round number,
+    a keep list); every round is read alike and the audited ones are chosen in the parent, so
+    it finds nothing, skips, and the audited round shows the missing steps."""
+    assert_caught(checked, case("peek", framework, variant),
+                  rf"{AUDIT}.*4 step\(s\) from the round's start, displacement of w")
+
+
+def test_a_worker_clock_replaced_to_report_less_fails_against_the_parents(
+        checked: Session) -> None:
+    assert_caught(checked, case("clock", "numpy"),
+                  r"the worker's clock disagrees with the parent's: its 1 timed turn\(s\) took "
+                  r"[\d.]+ s on the parent's clock and [\d.]+ s on the worker's")
+
+
+def test_a_clock_slowed_only_for_the_rounds_own_readings_fails_against_the_others(
+        checked: Session) -> None:
+    """The same clock, slowed only when the timed round reads it: the worker's account of
+    the turn agrees with the parent's, but not its rounds with the readings around them."""
+    assert_caught(checked, case("clockshift", "numpy"),
+                  r"the worker's rounds were timed at [\d.]+ s more or less than its readings "
+                  r"around them show")
+
+
+def test_parameters_falling_behind_after_step_128_fail_the_count_at_the_pass_end(
+        timed: Session) -> None:
+    """Honest for 128 steps, then a step behind: each round still looks like a right step
+    from where it started; the count from the seeded start, judged for the whole run (the
+    state every pass ends in, and audited rounds past step 128), shows the missing step."""
+    assert_caught(timed, case("lag128", "numpy"),
+                  r"(\d+) step\(s\) from the seeded start \(step\(\) has been called \1 "
+                  r"time\(s\).*: the parameters are nearest the reference's step (\d+), not \1")
 
 
 # -- eager means eager --------------------------------------------------------------------------

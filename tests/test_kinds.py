@@ -105,7 +105,7 @@ def test_inference_outputs_off_fail_the_first_probe(session: Session) -> None:
 
 def test_inference_answering_from_a_cache_fails_its_audited_round(session: Session) -> None:
     caught(session, "infercache-jax-jit-cpu-fp32",
-           r"timed round 1 \(audited\): .* forward pass of call 0 \(probe 1\): differs by")
+           r"timed round 1 \(audited\): .* forward pass of call 0 \(probe \d+\): differs by")
 
 
 # -- transforms --------------------------------------------------------------------------------
@@ -139,3 +139,35 @@ def test_an_undeclared_missing_transform_names_the_unsupported_entry(session: Se
     result = session["undeclared-numpy-eager-cpu-fp32"]
     assert result.status == "failed", result.message
     assert "declare ('numpy', 'jvp') in the spec's unsupported" in result.message
+
+
+# -- implementations that look at the harness (issue 32) ---------------------------------------
+
+OWED = (r"the result of timed call \d+ is a \S+\.Owed, not one of (jax|numpy)'s own concrete "
+        r"arrays .*: work owed, not done")
+
+
+@pytest.mark.parametrize("name", ["inferowed-infer-jax-jit-cpu-fp32",
+                                  "inferowed-vjp-jax-jit-cpu-fp32",
+                                  "inferowed-infer-numpy-eager-cpu-fp32"])
+def test_a_result_whose_conversion_does_the_work_fails_as_work_owed(session: Session,
+                                                                     name: str) -> None:
+    """Every third call returns an object whose __array__ computes the result: the harness
+    refuses it by type inside the clock instead of converting it after."""
+    caught(session, name, OWED)
+
+
+def test_answers_computed_in_build_for_the_probes_fail_their_audited_round(
+        session: Session) -> None:
+    """build() answered every probe the seed, shape and index would give; the timed calls'
+    probes come from a secret sent as each turn starts, so its table misses them all."""
+    caught(session, "inferahead-jax-jit-cpu-fp32",
+           r"timed round 1 \(audited\): .* forward pass of call \d+ \(probe \d+\): differs by")
+
+
+def test_inference_reading_the_harness_for_the_kept_call_finds_nothing_and_fails(
+        session: Session) -> None:
+    """It computes only the call a frame names as kept; nothing in the worker says which
+    round or call is audited, so it answers zeros, and the audited call shows it."""
+    caught(session, "inferpeek-jax-jit-cpu-fp32",
+           r"timed round 1 \(audited\): .* forward pass of call \d+ \(probe \d+\): differs by")

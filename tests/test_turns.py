@@ -9,9 +9,10 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pytest
 
-from pytest_mlbench import catalogue, frameworks, pipeline, schedule
+from pytest_mlbench import catalogue, data, frameworks, pipeline, schedule
 from pytest_mlbench.campaign import Campaign, Lane, Plan
 from pytest_mlbench.case import CaseId
 from pytest_mlbench.engine.workers import PoolKey, Side
@@ -22,20 +23,34 @@ SUITES = Path(__file__).resolve().parents[1] / "suites"
 
 
 class FakePool:
-    """Answers "round" with a cold first round (10x) and warm ones after it."""
+    """Answers "round" with a cold first round (10x) and warm ones after it, and "fetch"
+    with what it kept of every round (the digests are those of what it keeps)."""
 
     def __init__(self, pretouched: tuple[Any, ...] = ()) -> None:
-        self.calls: list[tuple[int, int, dict[int, Any]]] = []
+        self.calls: list[tuple[int, int]] = []  # (first serial, rounds) of each command
+        self.fetched: list[list[int]] = []  # the serials each fetch asked for
         self.pretouched = list(pretouched)  # what each turn's pre-touch check did
+        self.serial = 0
 
-    def case(self, handle: int, method: str, first: int, total: int, calls: int,
-             keep: dict[int, Any], timeout: float) -> list[dict[str, Any]]:
+    def case(self, handle: int, method: str, *args: Any, timeout: float | None = None,
+             ) -> list[dict[str, Any]]:
+        if method == "fetch":
+            self.fetched.append([self.serial - back for back, _ in args[0]])
+            return [[self.result() for _ in args[0]]]
         assert method == "round"
-        self.calls.append((first, total, dict(keep)))
+        total = args[0]
+        self.calls.append((self.serial + 1, total))
+        serials = list(range(self.serial + 1, self.serial + total + 1))
+        self.serial += total
         seconds = [10.0] + [1.0] * (total - 1)
         again = self.pretouched.pop(0) if self.pretouched else None
-        return [{"seconds": seconds, "kept": {r: {"params": {}} for r in keep},
-                 "pretouched": again}]
+        digest = data.digest({}, {})
+        return [{"seconds": seconds, "serials": serials, "digests": [digest] * total,
+                 "span": sum(seconds), "pretouched": again}]
+
+    @staticmethod
+    def result() -> dict[str, Any]:
+        return {"params": {}, "state": {}, "steps": 0}
 
 
 def case_run(pool: FakePool) -> pipeline.CaseRun:
@@ -53,7 +68,7 @@ def test_each_turn_drops_its_first_round_and_records_the_rest() -> None:
     assert run.turn(2) == [1.0, 1.0]
     assert run.seconds == [1.0] * 5 and 10.0 not in run.seconds
     # rounds are numbered through the dropped ones: 1-4, then 5-7
-    assert [(first, total) for first, total, _ in pool.calls] == [(1, 4), (5, 3)]
+    assert pool.calls == [(1, 4), (5, 3)]
     assert run.rounds_done == 7
 
 
@@ -63,9 +78,11 @@ def test_a_dropped_round_can_be_audited_like_any_other() -> None:
     run.audits = {5}  # the first, dropped round of the second turn
     run.turn(3)
     run.turn(2)
-    second_keep = pool.calls[1][2]
-    assert 5 in second_keep and 4 in pool.calls[0][2]  # its state before, and after
-    assert 5 in run.kept
+    # fetched after its turn with the state it started from (round 4, the turn before's);
+    # the first turn, unaudited, fetched a decoy all the same, kept nowhere
+    assert len(pool.fetched) == 2 and len(pool.fetched[0]) in (1, 2)
+    assert pool.fetched[1] == [4, 5]
+    assert set(run.kept) == {4, 5}
 
 
 def test_turns_that_pretouched_the_heap_again_are_counted_in_the_heap_record() -> None:
@@ -215,7 +232,7 @@ def test_a_pass_shares_its_rounds_out_evenly_over_its_turns(
     campaign = campaign_of(True)
     run = lambda side: SimpleNamespace(  # noqa: E731
         ctx=SimpleNamespace(cid=SimpleNamespace(name="c")), spec={"name": "c"}, side=side,
-        seconds=[], audits=set())
+        secret=7, seconds=[], audits=set())
     base, head = run("base"), run("head")
     monkeypatch.setattr(campaign, "rounds_for", lambda r: rounds)
     taken: list[tuple[str, int]] = []
@@ -246,7 +263,7 @@ def test_a_process_records_its_share_of_the_time_and_a_round_in_every_cycle() ->
     assert schedule.rounds_per_process(7, 0.01, 3, 100.0, 5) == 3  # fixed: ceil(7 / 3)
 
 
-def test_audited_rounds_replay_from_the_seed_and_grow_with_the_rounds() -> None:
+def test_audited_rounds_replay_from_the_secret_and_grow_with_the_rounds() -> None:
     chosen = schedule.audited_rounds(0, "mlp-numpy-eager-cpu-fp32", 0, 120)
     assert chosen == schedule.audited_rounds(0, "mlp-numpy-eager-cpu-fp32", 0, 120)
     assert len(chosen) == 1 + 120 // schedule.AUDIT_EVERY and chosen <= set(range(1, 121))
@@ -254,3 +271,64 @@ def test_audited_rounds_replay_from_the_seed_and_grow_with_the_rounds() -> None:
     others = {frozenset(schedule.audited_rounds(0, "mlp-numpy-eager-cpu-fp32", p, 120))
               for p in range(1, 6)}
     assert others - {frozenset(chosen)}  # another pass audits other rounds
+
+
+def test_each_case_run_draws_its_own_secret_which_the_worker_never_receives() -> None:
+    """The audited rounds come from a secret drawn in the parent (pipeline.CaseRun.secret),
+    not from the session's seed a worker knows; no command sent to the worker carries it,
+    the round numbers, or which rounds are audited."""
+    pool = FakePool()
+    runs = [case_run(pool) for _ in range(2)]
+    assert runs[0].secret != runs[1].secret
+    runs[0].audits = {2}
+    runs[0].turn(3)
+    assert pool.calls == [(1, 4)] and pool.fetched == [[1, 2]]  # fetched after the turn
+
+
+def test_a_worker_whose_results_changed_after_its_turn_fails() -> None:
+    class Changing(FakePool):
+        @staticmethod
+        def result() -> dict[str, Any]:
+            return {"params": {"w": np.ones(1)}, "state": {}, "steps": 0}
+
+    run = case_run(Changing())
+    run.audits = {1}
+    with pytest.raises(AssertionError, match="changed after the clock stopped"):
+        run.turn(1)
+
+
+# -- what a round's clock holds, and the parent's clock against the worker's -------------------
+
+def test_a_round_result_is_made_numpy_only_from_the_frameworks_own_types() -> None:
+    """Inside the clock the adapter converts the framework's own arrays; any other object is
+    refused before it is converted (its conversion could run owed work untimed)."""
+    from pytest_mlbench.engine import runners
+    from pytest_mlbench.frameworks.numpy_ import NumpyAdapter
+
+    adapter = NumpyAdapter()
+    accepted = runners.concrete_types(adapter)
+    found = runners.concrete(adapter, np.ones(2), "x", accepted)
+    assert isinstance(found, np.ndarray) and found.tolist() == [1.0, 1.0]
+    assert runners.concrete(adapter, 0.5, "loss", accepted) == 0.5
+
+    class Duck:
+        def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+            raise AssertionError("converted")
+
+    with pytest.raises(runners.NotConcrete, match=r"x is a \S+Duck, not one of numpy's own "
+                                                  r"concrete arrays .*work owed, not done"):
+        runners.concrete(adapter, Duck(), "x", accepted)
+    with pytest.raises(runners.NotConcrete):  # a subclass is not the type
+        runners.concrete(adapter, np.ones(2).view(np.ma.MaskedArray), "x", accepted)
+
+
+def test_the_worker_clock_must_cover_half_the_parents_time_less_a_slack_a_turn() -> None:
+    from pytest_mlbench import audit
+
+    honest = {"parent_s": 2.0, "worker_s": 1.9, "timed_s": 1.5, "turns": 12}
+    audit.assert_clocks_agree(honest, where="fake")
+    stalled = {"parent_s": 0.3, "worker_s": 0.01, "timed_s": 0.005, "turns": 12}
+    audit.assert_clocks_agree(stalled, where="fake")  # a busy host: within the slack
+    quarter = {"parent_s": 2.0, "worker_s": 0.5, "timed_s": 0.4, "turns": 4}
+    with pytest.raises(AssertionError, match="the worker's clock disagrees with the parent's"):
+        audit.assert_clocks_agree(quarter, where="fake")

@@ -1,11 +1,16 @@
 """What one timed call is, per kind of task, around the object an implementation's build(case)
 returned. Runs in the worker. The timed region of every round is the same for every kind:
 
-    start clock; k calls; read what the round produced; adapter.sync(all of it); stop clock
+    start clock; k calls; read what the round produced; adapter.sync(all of it);
+    every result made host NumPy by the adapter; stop clock
 
-so the work of every call must be finished before the clock stops, and whatever the round's
-result is read from (parameters and optimizer state, or the calls' outputs) was obtained
-inside the timed region. The checks then read those objects after the clock has stopped.
+so the work of every call must be finished before the clock stops: whatever the round's
+results are (parameters and optimizer state, or the calls' outputs) leave the clock as NumPy
+copies the harness made, after checking that each is the framework's own concrete array type
+(``concrete``). An object of any other type (a duck type whose ``__array__`` or ``.numpy()``
+would do owed work when converted) fails the case: nothing of a round is converted after
+its clock has stopped. The clock is this module's, read once per round; the parent times
+every turn with its own clock too (pipeline.py), so a replaced clock shows.
 
 The implementation protocols (ADDING_WORKLOADS.md has complete examples):
 
@@ -38,6 +43,45 @@ class ProtocolError(TypeError):
     """build(case) returned something that does not follow the task's protocol."""
 
 
+class NotConcrete(AssertionError):
+    """A timed call returned something that is not the framework's own concrete array."""
+
+
+def concrete_types(adapter: Any) -> tuple[type, ...] | None:
+    """The framework's own concrete array types, or None for an adapter that names none."""
+    types = getattr(adapter, "concrete_types", None)
+    return (*PYTHON_NUMBERS, *types()) if callable(types) else None
+
+
+PYTHON_NUMBERS = (float, int)  # a loss as a Python number (loss.item()) is concrete too
+
+
+def concrete(adapter: Any, value: Any, what: str, accepted: tuple[type, ...] | None) -> np.ndarray:
+    """``value`` as a NumPy copy, made by the adapter, once its type is one of the
+    framework's own concrete arrays (``adapter.concrete_types()``; an adapter without that
+    method converts whatever it gets). Any other object is refused before it is converted: a
+    conversion that runs the implementation's code could do work the clock never saw."""
+    if accepted is not None and type(value) not in accepted:
+        names = ", ".join(sorted(_type_name(t) for t in accepted))
+        raise NotConcrete(
+            f"{what} is a {_type_name(type(value))}, not one of {adapter.name}'s own "
+            f"concrete arrays ({names}): work owed, not done (a result converted after "
+            "the clock could do the round's work untimed); return the framework's arrays")
+    return adapter.to_numpy(value)
+
+
+def _type_name(t: type) -> str:
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+def concrete_tree(adapter: Any, tree: Any, what: str,
+                  accepted: tuple[type, ...] | None) -> Any:
+    """A result (an array, or a {name: array}) as NumPy copies, each checked (``concrete``)."""
+    if isinstance(tree, Mapping):
+        return {k: concrete(adapter, v, f"{what} {k!r}", accepted) for k, v in tree.items()}
+    return concrete(adapter, tree, what, accepted)
+
+
 def check_protocol(obj: Any, kind: str, where: str) -> None:
     if obj is None:
         raise ProtocolError(f"{where}: build(case) returned None; it must return an object "
@@ -55,6 +99,13 @@ class Runner:
     def __init__(self, impl: Any, adapter: Any, stateful: bool) -> None:
         self.impl, self.adapter, self.stateful = impl, adapter, stateful
         self.calls = 0  # timed-unit calls so far (training: optimizer steps), counted here
+        self._accepted: tuple[type, ...] | None | bool = False  # not asked yet
+
+    def accepted(self) -> tuple[type, ...] | None:
+        """The adapter's concrete array types, asked once (after build: Keras is loaded)."""
+        if self._accepted is False:
+            self._accepted = concrete_types(self.adapter)
+        return self._accepted  # type: ignore[return-value]
 
     def to_np(self, tree: Mapping[str, Any]) -> Arrays:
         return {k: self.adapter.to_numpy(v) for k, v in tree.items()}
@@ -76,8 +127,8 @@ class Runner:
         round read) when given, so what is checked is what the clock waited for."""
         if tail is None:
             return {"params": self.params(), "state": self.state()}
-        params, state = tail
-        return {"params": self.to_np(params), "state": self.to_np(state) if state else {}}
+        params, state = tail  # already NumPy (timed_round)
+        return {"params": dict(params), "state": dict(state) if state else {}}
 
     # the timed unit of each kind
     def call(self, probe: Any) -> Any:
@@ -125,6 +176,19 @@ class TransformRunner(Runner):
         return _to_np(self.adapter, self.call(probe))
 
 
+def materialise(runner: Runner, outs: list[Any], tail: Any) -> tuple[list[Any], Any]:
+    """A round's results as NumPy, inside the clock: every call's output (training: the loss
+    step() returned) and the tail (training: parameters and optimizer state)."""
+    adapter, accepted = runner.adapter, runner.accepted()
+    found = [concrete_tree(adapter, out, f"the result of timed call {i + 1}", accepted)
+             for i, out in enumerate(outs)]
+    if tail is None:
+        return found, None
+    params, state = tail
+    return found, (concrete_tree(adapter, dict(params), "params()", accepted),
+                   concrete_tree(adapter, dict(state), "state()", accepted) if state else {})
+
+
 RUNNERS = {"train": TrainRunner, "infer": InferRunner, "transform": TransformRunner}
 
 
@@ -136,11 +200,13 @@ def _to_np(adapter: Any, out: Any) -> Any:
 
 def timed_round(runner: Runner, probes: Sequence[Any], guard: Callable[[], Any]) -> tuple[
         float, list[Any], Any]:
-    """One timed round: every call, the round's reads, one sync; seconds, outputs, tail."""
+    """One timed round: every call, the round's reads, one sync, every result made NumPy;
+    seconds, the outputs and the tail, all NumPy."""
     with guard():
         start = time.perf_counter()
         outs = [runner.call(p) for p in probes]
         tail = runner.tail()
         runner.adapter.sync((outs, tail))
+        outs, tail = materialise(runner, outs, tail)
         seconds = time.perf_counter() - start
     return seconds, outs, tail

@@ -2,11 +2,12 @@
 
 The parent (pipeline.py) drives it phase by phase: ``start`` (what the implementation starts
 from), ``evaluate`` (loss and gradient, or the first probe's result), ``steps`` (checked
-training steps), ``round`` (timed rounds; some keep a snapshot for the audit), ``finish``
-(what training and timing left behind). Every command reports the compilations it caused,
-attributed to its phase, which is how "eager means eager" and "nothing compiles while timed"
-are checked. Errors in the implementation are sent back as the case's failure; the worker
-keeps serving its other cases.
+training steps), ``round`` (timed rounds, every one's results kept alike until the next
+command, a digest of each sent back), ``fetch`` (the kept results the parent audits, chosen
+after the turn), ``finish`` (what training and timing left behind). Every command reports
+the compilations it caused, attributed to its phase, which is how "eager means eager" and
+"nothing compiles while timed" are checked. Errors in the implementation are sent back as
+the case's failure; the worker keeps serving its other cases.
 """
 
 from __future__ import annotations
@@ -51,7 +52,10 @@ class CaseServer:
             runners.check_protocol(impl, task.kind, self.where)
             stateful = bool(task.optimizer and task.optimizer.slots)
             self.runner = runners.RUNNERS[task.kind](impl, adapter, stateful)
+            self.runner.accepted()  # asked once, here, before anything is timed
         self.params64 = data.widen(params)
+        self.serial = 0  # timed rounds run so far, warm-up ones too (round, fetch)
+        self.stash: dict[int, Any] = {}  # the results of the latest round command's rounds
         self.outputs_shape = self._outputs_shape(inputs)
 
     def _build(self, root: Path, workload: Any, dp: dict[str, Any] | None) -> Any:
@@ -93,66 +97,114 @@ class CaseServer:
         return {"digest": self.digest, "snapshot": runner.snapshot(), "census": census,
                 "hyperparameters": hyper, "compiles": dict(self.compiles)}
 
-    def probes(self, indices: list[int]) -> list[Any]:
-        """Framework arrays of the probes with these indices (untimed preparation)."""
+    def probes(self, keys: list[int]) -> list[Any]:
+        """Framework arrays of the probes with these keys (untimed preparation). Key 0 is the
+        probe the checks before timing evaluate; a timed call's key is a secret the parent
+        sends as its round starts (``round``)."""
         if self.id.task.kind == "train":
-            return [None] * len(indices)
+            return [None] * len(keys)
         return [{k: self.adapter.asarray(v) for k, v in self._probe(i).items()}
-                for i in indices]
+                for i in keys]
 
-    def _probe(self, index: int) -> dict[str, np.ndarray]:
+    def _probe(self, key: int) -> dict[str, np.ndarray]:
         i = self.id
-        return data.probe(i.workload, i.shape, i.task, self.spec["seed"], index, self.policy,
+        return data.probe(i.workload, i.shape, i.task, self.spec["seed"], key, self.policy,
                           self.params64, self.outputs_shape)
 
     def evaluate(self, index: int = 0) -> Any:
-        with self.phase("check"):
+        with self.phase("check"), self._where():
             return self.runner.evaluate(self.probes([index])[0])
 
     def steps(self, n: int) -> dict[str, Any]:
         """``n`` checked training steps, each synchronised and timed on its own."""
         losses, times = [], []
-        with self.phase("check"):
+        with self.phase("check"), self._where():
             for _ in range(n):
                 seconds, outs, tail = runners.timed_round(self.runner, [None],
                                                           contextlib.nullcontext)
-                losses.append(float(np.asarray(self.adapter.to_numpy(outs[0]), np.float64)))
+                losses.append(float(np.asarray(outs[0], np.float64)))
                 times.append(seconds)
             dtypes = {k: dtype_name(v) for k, v in self.runner.impl.params().items()}
             snap = self.runner.snapshot(tail)
         return {"losses": losses, "times": times, "snapshot": snap, "dtypes": dtypes}
 
-    def round(self, first: int, rounds: int, calls: int, keep: dict[int, int | None],
+    def round(self, rounds: int, calls: int, keys: list[list[int]] | None = None,
               ) -> dict[str, Any]:
-        """``rounds`` timed rounds of ``calls`` calls, numbered from ``first``. For a round
-        number in ``keep``, what it produced is kept: the parameters and state it left
-        (training; value None) or the output of call ``keep[r]`` (inference, transforms).
+        """``rounds`` timed rounds of ``calls`` calls, every one read alike: its results,
+        made NumPy inside its clock, are kept here until the next ``round`` command (the
+        last one longer: it is where the next command's first round started) and a digest of
+        each goes back now, with the worker's serial number of the round. Which rounds are
+        audited is decided in the parent, which fetches them afterwards (``fetch``) and
+        checks the digests: nothing the worker can read before or during a round says
+        whether it will be judged. ``keys`` (inference, transforms): each call's probe key,
+        a secret the parent sends as the turn starts, so no probe exists before it does.
         Warm-up rounds count as timing too: what was checked is what runs from here on, so
         nothing may compile (or recompile) any more."""
-        seconds, kept, faults = [], {}, []
+        began = runners.time.perf_counter()
+        seconds, digests, serials, faults, steps = [], [], [], [], []
+        # on the same clock: the harness's own work between rounds, and what the round's
+        # readings leave out of the readings around them (nothing, on one honest clock)
+        between, outside, ended = 0.0, 0.0, None
+        kept_last = self.stash.get(self.serial)
+        self.stash = {} if kept_last is None else {self.serial: kept_last}
         # before the clock: the heap as a pre-touch left it, if another case changed it since
         again = allocator.pretouch_again()
-        with self.phase("timing"):
+        with self.phase("timing"), self._where():
             guard = self._guard()
-            for r in range(first, first + rounds):
-                probes = self.probes([r * calls + c for c in range(calls)])
+            for r in range(rounds):
+                probes = self.probes(keys[r] if keys else [0] * calls)
                 before = allocator.minor_faults()
+                start = runners.time.perf_counter()
                 took, outs, tail = runners.timed_round(self.runner, probes, guard)
+                end = runners.time.perf_counter()
+                between += 0.0 if ended is None else start - ended
+                outside += end - start - took
+                ended = end
                 faults.append(allocator.minor_faults() - before)
                 seconds.append(took)
-                if r in keep:
-                    kept[r] = self._kept(outs, tail, keep[r])
+                self.serial += 1
+                result = self._result(outs, tail)
+                self.stash[self.serial] = result
+                serials.append(self.serial)
+                digests.append(result_digest(result))
+                steps.append(self.runner.calls)
         # page faults of each round (memory the OS mapped in while the clock ran), read
-        # outside the clock: a step that pays the allocator every time shows it
-        return {"seconds": seconds, "kept": kept, "faults": faults, "pretouched": again}
+        # outside the clock: a step that pays the allocator every time shows it. ``span``:
+        # the whole command on the same clock, which the parent compares with its own
+        return {"seconds": seconds, "serials": serials, "digests": digests, "faults": faults,
+                "steps": steps, "pretouched": again,
+                "span": runners.time.perf_counter() - began, "between": between,
+                "outside": outside}
 
-    def _kept(self, outs: list[Any], tail: Any, call: int | None) -> Any:
+    def _result(self, outs: list[Any], tail: Any) -> Any:
+        """What a round produced, as the audit reads it: training, the parameters and state
+        it left, with the number of steps the runner has made since build (the audit counts
+        those, not the implementation's own account); other kinds, every call's output."""
         if self.id.task.kind == "train":
-            # with the number of steps the runner has made since build: the audit checks the
-            # parameters against it, not against the implementation's own account
             return {**self.runner.snapshot(tail), "steps": self.runner.calls}
-        assert call is not None
-        return runners._to_np(self.adapter, outs[call])
+        return list(outs)
+
+    def fetch(self, wanted: list[tuple[int, int | None]]) -> list[Any]:
+        """Kept results of rounds, each named by how many rounds it is behind the latest (0:
+        the latest): a training round's whole result, or one call's output (``call``), as
+        they were when the round's digest was sent."""
+        found = []
+        for back, call in wanted:
+            serial = self.serial - back
+            if serial not in self.stash:
+                raise AssertionError(f"{self.where}: the round {back} round(s) before the "
+                                     f"latest is no longer kept in the worker")
+            result = self.stash[serial]
+            found.append(result if call is None else result[call])
+        return found
+
+    @contextlib.contextmanager
+    def _where(self) -> Any:
+        """A result that is not the framework's own array fails naming the case."""
+        try:
+            yield
+        except runners.NotConcrete as exc:
+            raise runners.NotConcrete(f"{self.where}: {exc}") from None
 
     def _guard(self) -> Callable[[], Any]:
         guards = [c.guard for c in self.case.compiled]
@@ -201,3 +253,11 @@ class CaseServer:
             return None
         return probe(lambda: runners.timed_round(self.runner, self.probes([0]),
                                                  contextlib.nullcontext))
+
+
+def result_digest(result: Any) -> Any:
+    """A digest of a round's result (training: parameters and state; other kinds: one per
+    call's output), sent before the parent says which rounds it audits."""
+    if isinstance(result, dict):
+        return data.digest(result["params"], result["state"])
+    return [data.digest(out if isinstance(out, dict) else {"": out}) for out in result]

@@ -91,6 +91,11 @@ class Adapter(Protocol):
     def to_numpy(self, value: Any) -> np.ndarray:
         """Back to NumPy as a copy, keeping the dtype (bfloat16 as ml_dtypes.bfloat16)."""
 
+    # optional: ``concrete_types() -> tuple[type, ...]``, the exact types of the framework's
+    # own concrete arrays a timed call may return (engine/runners.concrete refuses any other
+    # object, by exact type, before converting it inside the clock); an adapter without it
+    # has whatever its calls return converted, unchecked
+
     def sync(self, value: Any) -> None:
         """Block until the work that produced ``value`` has finished."""
 

@@ -214,6 +214,13 @@ class JaxAdapter:
     def to_numpy(self, value: Any) -> np.ndarray:
         return np.array(value, copy=True)
 
+    def concrete_types(self) -> tuple[type, ...]:
+        """A timed call's results: JAX's concrete array type (never a tracer or a wrapper),
+        found by a transfer, which compiles nothing."""
+        import jax
+
+        return (type(jax.device_put(np.zeros((), np.float32), self._device)),)
+
     def sync(self, value: Any) -> None:
         import jax
 

@@ -19,6 +19,23 @@ from pytest_mlbench.frameworks.base import (
 from pytest_mlbench.precision import Policy
 
 
+def _numpy_types() -> tuple[type, ...]:
+    """NumPy's arrays and the scalar types a loss may come back as."""
+    scalars: tuple[type, ...] = (np.float16, np.float32, np.float64, np.longdouble, np.int8,
+                                 np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
+                                 np.uint64, np.bool_)
+    try:
+        import ml_dtypes
+
+        scalars += (ml_dtypes.bfloat16,)
+    except ImportError:  # bfloat16 cases need ml_dtypes; without it there are none
+        pass
+    return (np.ndarray, *scalars)
+
+
+NUMPY_TYPES = _numpy_types()
+
+
 class NumpyAdapter:
     name = "numpy"
     modules: tuple[str, ...] = ("numpy",)
@@ -55,6 +72,10 @@ class NumpyAdapter:
 
     def to_numpy(self, value: Any) -> np.ndarray:
         return np.array(value, copy=True)
+
+    def concrete_types(self) -> tuple[type, ...]:
+        """What a timed call may return: NumPy arrays and NumPy scalars (a loss)."""
+        return NUMPY_TYPES
 
     def sync(self, value: Any) -> None:
         """NumPy is synchronous."""

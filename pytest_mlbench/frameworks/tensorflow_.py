@@ -186,6 +186,22 @@ class TensorflowAdapter:
     def to_numpy(self, value: Any) -> np.ndarray:
         return np.array(value.numpy(), copy=True)
 
+    def concrete_types(self) -> tuple[type, ...]:
+        """A timed call's results: eager tensors and resource variables (Keras 3's variables
+        on the TensorFlow backend too, when Keras is loaded)."""
+        import sys
+
+        import tensorflow as tf
+
+        found: tuple[type, ...] = (type(tf.constant(0.0)), type(tf.Variable(0.0)))
+        # keras.Variable on the TensorFlow backend is keras.src.backend.Variable, a subclass
+        # of the backend's core Variable; either may be what a model or optimizer holds
+        for module in ("keras.src.backend.tensorflow.core", "keras.src.backend"):
+            keras = sys.modules.get(module)
+            if keras is not None and isinstance(getattr(keras, "Variable", None), type):
+                found += (keras.Variable,)
+        return found
+
     def sync(self, value: Any) -> None:
         """Wait for all pending work on every device (tf.test.experimental.sync_devices);
         where that API is missing, read every result back, the older portable barrier."""

@@ -182,6 +182,13 @@ class TorchAdapter:
             return value.float().numpy().astype(ml_dtypes.bfloat16)
         return np.array(value.numpy(), copy=True)  # .numpy() shares the tensor's memory
 
+    def concrete_types(self) -> tuple[type, ...]:
+        """A timed call's results: plain tensors and parameters, no subclass (a subclass's
+        hooks could run owed work when converted)."""
+        import torch
+
+        return (torch.Tensor, torch.nn.Parameter)
+
     def sync(self, value: Any) -> None:
         import torch
 

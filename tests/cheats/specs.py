@@ -12,7 +12,9 @@ data-parallel engines.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -85,13 +87,13 @@ def mlp_grad(p: Mapping[str, np.ndarray], d: Mapping[str, np.ndarray]) -> Arrays
     return {"w1": d["x"].T @ dh, "w2": h.T @ dz}
 
 
-def mlp(name: str, data_parallel: Mapping[str, str] | None = None,
+def mlp(name: str, data_parallel: Mapping[str, str] | None = None, steps_per_call: int = 1,
         **implementations: tuple[str, ...]) -> Workload:
-    """The seed MLP at batch 64, one step a timed call, lr 1e-2."""
+    """The seed MLP at batch 64, one step a timed call (or ``steps_per_call``), lr 1e-2."""
     return Workload(
         name=name, summary="seed MLP for cheaters", data_key="mlp",
-        sizes=_same_sizes(Shape({"batch": 64})), learning_rate=1e-2, make_data=mlp_data,
-        make_params=mlp_params, loss=mlp_loss, grad=mlp_grad,
+        sizes=_same_sizes(Shape({"batch": 64}, steps_per_call=steps_per_call)),
+        learning_rate=1e-2, make_data=mlp_data, make_params=mlp_params, loss=mlp_loss, grad=mlp_grad,
         flops_per_step=lambda dims: 4 * dims["batch"] * IN * HIDDEN,
         data_parallel=dict(data_parallel or {}), implementations=implementations)
 
@@ -155,3 +157,89 @@ class MlpNumpy:
         self.w1 = self.w1 - self.lr * g["w1"]
         self.w2 = self.w2 - self.lr * g["w2"]
         return loss
+
+
+# -- implementations that look at the harness (issue 32) --------------------------------------
+
+class Owed:
+    """A result whose work is not done yet: converting it (``__array__``, ``.numpy()``,
+    ``.detach().cpu()``, any attribute) does the work, wherever that happens."""
+
+    def __init__(self, work: Any) -> None:
+        self._work, self._done = work, None
+
+    def _value(self) -> Any:
+        if self._done is None:
+            self._done = self._work()
+        return self._done
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        value = self._value()
+        found = value.numpy() if hasattr(value, "numpy") else value
+        return np.asarray(found, dtype=dtype)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._value(), name)
+
+
+class OwedSteps:
+    """Any honest trainer, which after the checked steps defers every third step: step()
+    returns an Owed loss, and params() Owed parameters whose conversion runs the steps owed
+    (outside the clock, if the harness converts after it)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.calls, self.owed = inner, 0, 0
+
+    def _settle(self) -> Any:
+        while self.owed:
+            self.owed -= 1
+            self.inner.step()
+        return self.inner.params()
+
+    def params(self) -> Any:
+        if not self.owed:
+            return self.inner.params()
+        return {k: Owed(lambda k=k: self._settle()[k]) for k in self.inner.params()}
+
+    def loss_and_grads(self) -> Any:
+        self._settle()
+        return self.inner.loss_and_grads()
+
+    def step(self) -> Any:
+        self.calls += 1
+        if self.calls > CHECKED and self.calls % 3 == 0:
+            self.owed += 1
+            return Owed(lambda: self.inner.loss_and_grads()[0])
+        self._settle()
+        return self.inner.step()
+
+
+def round_ahead_is_audited() -> bool | None:
+    """What a harness that announced its audits let a step read from its callers' frames:
+    whether the round under way keeps its results (the round's number in ``keep``, or the next
+    one's, which reads this round's state as its start). None: nothing found to read."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        found = frame.f_locals
+        if isinstance(found.get("keep"), dict) and isinstance(found.get("r"), int):
+            return found["r"] in found["keep"] or found["r"] + 1 in found["keep"]
+        frame = frame.f_back
+    return None
+
+
+class PeekingSteps:
+    """Any honest trainer, which after the checked steps reads the harness's frames
+    (round_ahead_is_audited) and steps only in rounds it believes are read; when it finds
+    nothing to read it assumes the round is not (a harness that announces nothing)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.calls = inner, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def step(self) -> Any:
+        self.calls += 1
+        if self.calls <= CHECKED or round_ahead_is_audited():
+            return self.inner.step()
+        return self.inner.loss_and_grads()[0]  # the loss, and no step
