@@ -12,13 +12,13 @@ training has taken the parameters.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from pytest_mlbench import data
+from pytest_mlbench import arithmetic, data
 from pytest_mlbench.case import CaseId
 from pytest_mlbench.checks import (
     _fmt_index,
@@ -55,6 +55,11 @@ class Context:
     where: str
     # unresolved_elements' masks, found once a case (every audit asks)
     unresolved: dict[str, np.ndarray] | None = field(default=None, init=False, repr=False)
+    # the precision the arithmetic ran in, judged from results (arithmetic.py), by result;
+    # the harness's own honest computation's statistic, found once a case
+    arithmetic: dict[str, dict[str, Any]] = field(default_factory=dict, init=False, repr=False)
+    honest: dict[str, arithmetic.Statistic | None] = field(default_factory=dict, init=False,
+                                                            repr=False)
 
     @property
     def dtype(self) -> Any:
@@ -110,10 +115,44 @@ def check_gradient(ctx: Context, found: Mapping[str, Any]) -> None:
     """Loss and gradient at the seeded start against the float64 reference."""
     loss, grads = ctx.reference.loss_and_grad(ctx.params, ctx.inputs)
     tol = ctx.tol.grad
-    assert_close(found["loss"], loss, rtol=tol.rtol, atol=tol.atol,
-                 where=f"{ctx.where} loss at the start")
-    assert_trees_close(found["grads"], grads, rtol=tol.rtol, atol=tol.atol,
-                       where=f"{ctx.where} gradient of")
+    check_arithmetic(ctx, found["grads"], grads, "gradient at the start", None, lambda: (
+        assert_close(found["loss"], loss, rtol=tol.rtol, atol=tol.atol,
+                     where=f"{ctx.where} loss at the start"),
+        assert_trees_close(found["grads"], grads, rtol=tol.rtol, atol=tol.atol,
+                           where=f"{ctx.where} gradient of")))
+
+
+def check_arithmetic(ctx: Context, found: Any, expected: Any, what: str, probe: Arrays | None,
+                     norm_wise: Callable[[], Any], where: str = "") -> None:
+    """The norm-wise check, then the precision the arithmetic ran in (arithmetic.py); a
+    norm-wise failure whose error is the size of a lower precision's rounding says so. Kept
+    for the record once a case and result (``where`` is given by audited rounds: not kept)."""
+    label = f"{where or ctx.where} {what}"
+    try:
+        norm_wise()
+    except AssertionError as exc:
+        hint = arithmetic.lower_precision_hint(found, expected, policy=ctx.policy.name)
+        if hint is None:
+            raise
+        raise AssertionError(f"{exc}\n{label}: {hint}") from None
+    judged = arithmetic.assert_arithmetic_precision(
+        found, expected, policy=ctx.policy.name, where=label,
+        honest=honest_statistic(ctx, expected, probe))
+    if not where:
+        ctx.arithmetic.setdefault(what, judged)
+
+
+def honest_statistic(ctx: Context, expected: Any,
+                     probe: Arrays | None) -> arithmetic.Statistic | None:
+    """What the harness's own computation at the case's dtype says of the case's checked
+    result (once a case; None where the spec has no NumPy function for it)."""
+    if "result" not in ctx.honest:
+        dtype = arithmetic.JUDGED.get(ctx.policy.name)
+        result = None if dtype is None else arithmetic.honest_result(
+            ctx.cid.workload, ctx.cid.task, ctx.params, ctx.inputs, probe)
+        ctx.honest["result"] = None if result is None else arithmetic.measure(
+            result, expected, dtype)
+    return ctx.honest["result"]
 
 
 def check_steps(ctx: Context, first: Mapping[str, Any], rest: Mapping[str, Any] | None) -> None:
@@ -321,10 +360,15 @@ def check_output(ctx: Context, found: Any, index: int, what: str, where: str = "
     expected = ctx.reference.expected(cid.task, ctx.params, ctx.inputs, probe)
     tol = ctx.tol.grad
     label = f"{where or ctx.where} {cid.task.describe()} {what}"
-    if isinstance(expected, Mapping):
-        assert_trees_close(found, expected, rtol=tol.rtol, atol=tol.atol, where=label)
-    else:
-        assert_close(found, expected, rtol=tol.rtol, atol=tol.atol, where=label)
+
+    def norm_wise() -> None:
+        if isinstance(expected, Mapping):
+            assert_trees_close(found, expected, rtol=tol.rtol, atol=tol.atol, where=label)
+        else:
+            assert_close(found, expected, rtol=tol.rtol, atol=tol.atol, where=label)
+
+    check_arithmetic(ctx, found, expected, f"{cid.task.describe()} {what}", probe, norm_wise,
+                     where)
 
 
 def probe_of(ctx: Context, index: int) -> Arrays:
