@@ -51,7 +51,7 @@ class Statistic:
 
     def as_record(self) -> dict[str, float]:
         return {"elements": self.elements, "exact": round(self.exact, 4),
-                "error": float(f"{self.error:.4g}")}
+                "error": float(f"{self.error:.4g}") if math.isfinite(self.error) else None}
 
 
 def _flat(tree: Any) -> np.ndarray:
