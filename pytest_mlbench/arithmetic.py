@@ -17,8 +17,13 @@ Only informative statistics are judged: at least MIN_ELEMENTS non-zero elements;
 harness can compute the same result honestly in NumPy float32 (a hand-derived gradient, a
 forward pass), "too exact" is judged only when that honest computation is not itself nearly
 exact. bf16 and tf32 cases are not judged (their arithmetic is allowed to differ from their
-storage by design). Thresholds were measured over every honest suite implementation
-(see the precision-verify report / docs/GATE.md).
+storage by design).
+
+Thresholds, measured over every honest suite implementation (correctness sessions, smoke
+size all cases, default size the main job): float32 results were 4-33% correctly rounded with
+errors of 1.7-13 units of roundoff; float64 cast to float32, 100% and 0.42 units; bfloat16
+matmuls in a float32 case 5e4-7e4 units; float32 arithmetic in a float64 case 1.5e9 units
+of float64's roundoff, honest float64 at most 9.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ import numpy as np
 from pytest_mlbench.data import is_float
 
 MIN_ELEMENTS = 256  # non-zero elements below which neither statistic is read
-EXACT = 0.97  # fraction correctly rounded at or above which a float32 result is float64's
+EXACT = 0.9  # fraction correctly rounded at or above which a float32 result is float64's
 HONEST_EXACT = 0.80  # an honest float32 computation this exact makes "too exact" uninformative
 COARSE = {"float32": 2.0e3, "float64": 1.0e6}  # error, in units of the dtype's roundoff
 JUDGED = {"fp32": "float32", "fp64": "float64"}  # policy name -> the dtype its arithmetic is
@@ -136,8 +141,8 @@ def assert_not_more_exact(found: Statistic, dtype: str, honest: Statistic | None
         f"{where}: the arithmetic ran in float64, not the case's {dtype}: "
         f"{found.exact:.1%} of {found.elements} elements equal the float64 reference "
         f"correctly rounded to {dtype} (relative error {found.error * FORMATS[dtype]:.3g}, "
-        f"{found.error:.3g} times {dtype}'s unit roundoff), where {dtype} arithmetic leaves "
-        f"fewer than {EXACT:.0%} so{baseline}")
+        f"{found.error:.3g} times {dtype}'s unit roundoff), where {dtype} arithmetic rounds "
+        f"fewer than {EXACT:.0%} of them so{baseline}")
 
 
 def honest_result(workload: Any, task: Any, params: Mapping[str, np.ndarray],

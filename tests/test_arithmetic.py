@@ -126,7 +126,8 @@ HINT = (r"differs by .*\n.*the error is the size of bfloat16 rounding .*: the ar
 
 
 def _case(name: str, framework: str, variant: str, task: str = "") -> str:
-    return f"{name}-{task + '-' if task else ''}{framework}-{variant}-cpu-fp32"
+    precision = "fp64" if name == "f32math" else "fp32"
+    return f"{name}-{task + '-' if task else ''}{framework}-{variant}-cpu-{precision}"
 
 
 @pytest.mark.parametrize(("name", "framework", "variant", "task", "pattern"), [
@@ -149,6 +150,8 @@ def _case(name: str, framework: str, variant: str, task: str = "") -> str:
     ("bf16infer", "jax", "jit", "infer", HINT),
     ("bf16infer", "torch", "eager", "vjp", HINT),
     ("bf16infer", "jax", "jit", "vjp", HINT),
+    ("f32math", "numpy", "eager", "", HINT.replace("bfloat16", "float32")
+     .replace("float32, not the case's float32", "float32, not the case's float64")),
 ])
 def test_a_case_whose_arithmetic_ran_in_another_precision_fails(
         checked: Session, name: str, framework: str, variant: str, task: str,
