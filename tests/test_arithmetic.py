@@ -164,3 +164,16 @@ def test_a_case_whose_arithmetic_ran_in_another_precision_fails(
     assert result.status == "failed", f"{case}: {result.status}\n{checked.output[-2000:]}"
     assert f"{framework} {variant} ({case})" in result.message, result.message
     assert re.search(pattern, result.message), f"{case}: {result.message}"
+
+
+@pytest.mark.parametrize("task", ["infer", "vjp"])
+def test_float64_arithmetic_only_while_timed_fails_the_audited_round(checked: Session,
+                                                                      task: str) -> None:
+    """Honest float32 for the check before timing, float64 afterwards: the audited round's
+    result is judged like the first probe's."""
+    case = _case("f64late", "torch", "eager", task)
+    result = checked[case]
+    assert result.status == "failed", f"{case}: {result.status}\n{checked.output[-2000:]}"
+    assert re.search(rf"timed round \d+ \(audited\): .*(pass|product) of call \d+ \(probe "
+                     rf"\d+\): {TOO_EXACT}", result.message), f"{case}: {result.message}"
+
