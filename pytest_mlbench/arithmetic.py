@@ -54,7 +54,7 @@ class Statistic:
     exact: float  # fraction equal to the reference correctly rounded to the dtype
     error: float  # ||actual - expected|| / ||expected||, in units of the dtype's roundoff
 
-    def as_record(self) -> dict[str, float]:
+    def as_record(self) -> dict[str, float | None]:
         return {"elements": self.elements, "exact": round(self.exact, 4),
                 "error": float(f"{self.error:.4g}") if math.isfinite(self.error) else None}
 

@@ -2,7 +2,9 @@
 
 Before timing: the start is the seeded bytes; for a training step, loss and gradient at the
 start, the optimizer's hyper-parameters, the first step's displacement and optimizer state, a
-short trajectory; for inference and transforms, the first probe's result. While timed:
+short trajectory; for inference and transforms, the first probe's result; of the gradient or
+result, and of every audited round's result, the precision its arithmetic ran in
+(arithmetic.py: not only the flags and dtypes). While timed:
 audited rounds must have done the reference's work (audit.py). After timing: nothing compiled while timed
 (nothing at all for eager), the precision policy and dtypes held, the framework's census of
 trainable elements equals the spec's, and a training step's loss and gradient are right where
@@ -19,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from pytest_mlbench import arithmetic, data
+from pytest_mlbench.arithmetic import Statistic
 from pytest_mlbench.case import CaseId
 from pytest_mlbench.checks import (
     _fmt_index,
@@ -58,8 +61,7 @@ class Context:
     # the precision the arithmetic ran in, judged from results (arithmetic.py), by result;
     # the harness's own honest computation's statistic, found once a case
     arithmetic: dict[str, dict[str, Any]] = field(default_factory=dict, init=False, repr=False)
-    honest: dict[str, arithmetic.Statistic | None] = field(default_factory=dict, init=False,
-                                                            repr=False)
+    honest: dict[str, Statistic | None] = field(default_factory=dict, init=False, repr=False)
 
     @property
     def dtype(self) -> Any:
@@ -115,15 +117,18 @@ def check_gradient(ctx: Context, found: Mapping[str, Any]) -> None:
     """Loss and gradient at the seeded start against the float64 reference."""
     loss, grads = ctx.reference.loss_and_grad(ctx.params, ctx.inputs)
     tol = ctx.tol.grad
-    check_arithmetic(ctx, found["grads"], grads, "gradient at the start", None, lambda: (
+
+    def norm_wise() -> None:
         assert_close(found["loss"], loss, rtol=tol.rtol, atol=tol.atol,
-                     where=f"{ctx.where} loss at the start"),
+                     where=f"{ctx.where} loss at the start")
         assert_trees_close(found["grads"], grads, rtol=tol.rtol, atol=tol.atol,
-                           where=f"{ctx.where} gradient of")))
+                           where=f"{ctx.where} gradient of")
+
+    check_arithmetic(ctx, found["grads"], grads, "gradient at the start", None, norm_wise)
 
 
 def check_arithmetic(ctx: Context, found: Any, expected: Any, what: str, probe: Arrays | None,
-                     norm_wise: Callable[[], Any], where: str = "") -> None:
+                     norm_wise: Callable[[], None], where: str = "") -> None:
     """The norm-wise check, then the precision the arithmetic ran in (arithmetic.py); a
     norm-wise failure whose error is the size of a lower precision's rounding says so. Kept
     for the record once a case and result (``where`` is given by audited rounds: not kept)."""
@@ -143,16 +148,16 @@ def check_arithmetic(ctx: Context, found: Any, expected: Any, what: str, probe: 
 
 
 def honest_statistic(ctx: Context, expected: Any,
-                     probe: Arrays | None) -> arithmetic.Statistic | None:
+                     probe: Arrays | None) -> Statistic | None:
     """What the harness's own float32 computation says of a float32 case's checked result
     (once a case; None where the spec has no NumPy function for it, or the case is not
     float32: only "too exact" asks)."""
     if "result" not in ctx.honest:
-        dtype = arithmetic.JUDGED.get(ctx.policy.name)
-        result = None if dtype != "float32" else arithmetic.honest_result(
-            ctx.cid.workload, ctx.cid.task, ctx.params, ctx.inputs, probe)
+        float32 = arithmetic.JUDGED.get(ctx.policy.name) == "float32"
+        result = arithmetic.honest_result(ctx.cid.workload, ctx.cid.task, ctx.params,
+                                          ctx.inputs, probe) if float32 else None
         ctx.honest["result"] = None if result is None else arithmetic.measure(
-            result, expected, dtype)
+            result, expected, "float32")
     return ctx.honest["result"]
 
 
