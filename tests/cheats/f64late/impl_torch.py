@@ -1,5 +1,5 @@
-"""The features in float32 for the first call (the check before timing), in float64 (cast
-back) for every later one: only an audited round's result can tell."""
+"""The features in float32 for a case's first call (the check before timing), in float64
+(cast back) for every later one: only an audited round's result can tell."""
 
 from __future__ import annotations
 
@@ -11,14 +11,15 @@ import torch
 from pytest_mlbench import functional, load_suite_file
 
 F64 = load_suite_file(Path(__file__).parents[1] / "f64infer" / "impl_torch.py")
-CALLS = [0]
 
 
-def forward(p: dict[str, Any], data: dict[str, Any]) -> Any:
-    CALLS[0] += 1
-    if CALLS[0] <= 1:
-        return torch.tanh(data["x"] @ p["w1"]) * p["w2"].T
-    return F64.forward(p, data)
+def build(case: Any) -> Any:
+    calls = [0]  # this case's: a worker serves several cases
 
+    def forward(p: dict[str, Any], data: dict[str, Any]) -> Any:
+        calls[0] += 1
+        if calls[0] <= 1:
+            return torch.tanh(data["x"] @ p["w1"]) * p["w2"].T
+        return F64.forward(p, data)
 
-build = functional.torch(forward)
+    return functional.torch(forward)(case)
