@@ -102,6 +102,8 @@ def assert_arithmetic_precision(actual: Any, expected: Any, *, policy: str, wher
         return {"judged": False, "why": f"{policy}: arithmetic may differ from storage"}
     found = measure(actual, expected, dtype)
     record: dict[str, Any] = {**found.as_record(), "judged": False}
+    if honest is not None:
+        record["harness_float32"] = honest.as_record()
     if found.elements < MIN_ELEMENTS:
         record["why"] = f"{found.elements} non-zero element(s), fewer than {MIN_ELEMENTS}"
         return record
