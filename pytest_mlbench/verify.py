@@ -414,7 +414,8 @@ def check_trained(ctx: Context, finish: Mapping[str, Any]) -> None:
     part scales with the start's loss and gradient, so a run near convergence (a loss or
     gradients near zero, which the working precision resolves only to its rounding of the
     start's magnitudes) passes; a hidden parameter or a precision change made after the
-    checks does not."""
+    checks does not, nor a gradient correctly rounded from float64 (arithmetic.py; too coarse
+    is not judged here: cancellation near convergence grows the relative error honestly)."""
     params = finish["snapshot"]["params"]
     loss, grads = ctx.reference.loss_and_grad(params, ctx.inputs)
     start_loss, start = ctx.reference.loss_and_grad(ctx.params, ctx.inputs)
@@ -425,3 +426,7 @@ def check_trained(ctx: Context, finish: Mapping[str, Any]) -> None:
     scales = {k: float(np.linalg.norm(v)) for k, v in start.items()}
     assert_trees_close(found["grads"], grads, rtol=tol.rtol, atol=tol.atol, scales=scales,
                        where=f"{ctx.where} gradient where training took the parameters, of")
+    what = "gradient where training took the parameters"
+    ctx.arithmetic[what] = arithmetic.assert_arithmetic_precision(
+        found["grads"], grads, policy=ctx.policy.name, where=f"{ctx.where} {what}",
+        honest=ctx.honest.get("result"), coarse=False)

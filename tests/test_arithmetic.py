@@ -177,3 +177,14 @@ def test_float64_arithmetic_only_while_timed_fails_the_audited_round(checked: Se
     assert re.search(rf"timed round \d+ \(audited\): .*(pass|product) of call \d+ \(probe "
                      rf"\d+\): {TOO_EXACT}", result.message), f"{case}: {result.message}"
 
+
+def test_float64_arithmetic_after_the_checked_steps_fails_where_training_took_them(
+        checked: Session) -> None:
+    """Training: honest for the checked steps, float64 afterwards; the gradient asked for
+    after timing is correctly rounded from float64."""
+    case = _case("f64after", "numpy", "eager")
+    result = checked[case]
+    assert result.status == "failed", f"{case}: {result.status}\n{checked.output[-2000:]}"
+    assert re.search(rf"gradient where training took the parameters: {TOO_EXACT}",
+                     result.message), f"{case}: {result.message}"
+
