@@ -95,6 +95,17 @@ def test_too_exact_is_not_judged_where_honest_float32_is_exact_too(operands: tup
     assert out["judged"] is True and "too exact not judged" in out["why"], out
 
 
+def test_coarse_false_judges_only_too_exact(operands: tuple) -> None:
+    """Where training took the parameters, cancellation grows an honest relative error."""
+    r = results(operands)
+    out = assert_arithmetic_precision(r["bfloat16"], r["float64"], policy="fp32", where="x",
+                                      coarse=False)
+    assert out["judged"] is True, out
+    with pytest.raises(AssertionError, match="ran in float64"):
+        assert_arithmetic_precision(r["float64 cast"], r["float64"], policy="fp32", where="x",
+                                    coarse=False)
+
+
 def test_zeros_and_non_finite_elements_are_left_out(operands: tuple) -> None:
     r = results(operands)
     expected, found = r["float64"].copy(), r["float32"].copy()
