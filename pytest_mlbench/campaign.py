@@ -367,6 +367,7 @@ class Campaign:
             state.checks.setdefault("clocks", []).append(facts["clock"])
             state.checks["compiles"] = facts["compiles"]
             state.checks["census"] = facts["census"]
+            state.checks["arithmetic"] = dict(run.ctx.arithmetic)  # verify.check_arithmetic
         except BaseException as exc:  # noqa: BLE001
             self._fail(state, exc, run.pool)
         finally:

@@ -2,7 +2,9 @@
 
 Before timing: the start is the seeded bytes; for a training step, loss and gradient at the
 start, the optimizer's hyper-parameters, the first step's displacement and optimizer state, a
-short trajectory; for inference and transforms, the first probe's result. While timed:
+short trajectory; for inference and transforms, the first probe's result; of the gradient or
+result, and of every audited round's result, the precision its arithmetic ran in
+(arithmetic.py: not only the flags and dtypes). While timed:
 audited rounds must have done the reference's work (audit.py). After timing: nothing compiled while timed
 (nothing at all for eager), the precision policy and dtypes held, the framework's census of
 trainable elements equals the spec's, and a training step's loss and gradient are right where
@@ -12,13 +14,14 @@ training has taken the parameters.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from pytest_mlbench import data
+from pytest_mlbench import arithmetic, data
+from pytest_mlbench.arithmetic import Statistic
 from pytest_mlbench.case import CaseId
 from pytest_mlbench.checks import (
     _fmt_index,
@@ -55,6 +58,10 @@ class Context:
     where: str
     # unresolved_elements' masks, found once a case (every audit asks)
     unresolved: dict[str, np.ndarray] | None = field(default=None, init=False, repr=False)
+    # the precision the arithmetic ran in, judged from results (arithmetic.py), by result;
+    # the harness's own honest computation's statistic, found once a case
+    arithmetic: dict[str, dict[str, Any]] = field(default_factory=dict, init=False, repr=False)
+    honest: dict[str, Statistic | None] = field(default_factory=dict, init=False, repr=False)
 
     @property
     def dtype(self) -> Any:
@@ -110,10 +117,48 @@ def check_gradient(ctx: Context, found: Mapping[str, Any]) -> None:
     """Loss and gradient at the seeded start against the float64 reference."""
     loss, grads = ctx.reference.loss_and_grad(ctx.params, ctx.inputs)
     tol = ctx.tol.grad
-    assert_close(found["loss"], loss, rtol=tol.rtol, atol=tol.atol,
-                 where=f"{ctx.where} loss at the start")
-    assert_trees_close(found["grads"], grads, rtol=tol.rtol, atol=tol.atol,
-                       where=f"{ctx.where} gradient of")
+
+    def norm_wise() -> None:
+        assert_close(found["loss"], loss, rtol=tol.rtol, atol=tol.atol,
+                     where=f"{ctx.where} loss at the start")
+        assert_trees_close(found["grads"], grads, rtol=tol.rtol, atol=tol.atol,
+                           where=f"{ctx.where} gradient of")
+
+    check_arithmetic(ctx, found["grads"], grads, "gradient at the start", None, norm_wise)
+
+
+def check_arithmetic(ctx: Context, found: Any, expected: Any, what: str, probe: Arrays | None,
+                     norm_wise: Callable[[], None], where: str = "") -> None:
+    """The norm-wise check, then the precision the arithmetic ran in (arithmetic.py); a
+    norm-wise failure whose error is the size of a lower precision's rounding says so. Kept
+    for the record once a case and result (``where`` is given by audited rounds: not kept)."""
+    label = f"{where or ctx.where} {what}"
+    try:
+        norm_wise()
+    except AssertionError as exc:
+        hint = arithmetic.lower_precision_hint(found, expected, policy=ctx.policy.name)
+        if hint is None:
+            raise
+        raise AssertionError(f"{exc}\n{label}: {hint}") from None
+    judged = arithmetic.assert_arithmetic_precision(
+        found, expected, policy=ctx.policy.name, where=label,
+        honest=honest_statistic(ctx, expected, probe))
+    if not where:
+        ctx.arithmetic.setdefault(what, judged)
+
+
+def honest_statistic(ctx: Context, expected: Any,
+                     probe: Arrays | None) -> Statistic | None:
+    """What the harness's own float32 computation says of a float32 case's checked result
+    (once a case; None where the spec has no NumPy function for it, or the case is not
+    float32: only "too exact" asks)."""
+    if "result" not in ctx.honest:
+        float32 = arithmetic.JUDGED.get(ctx.policy.name) == "float32"
+        result = arithmetic.honest_result(ctx.cid.workload, ctx.cid.task, ctx.params,
+                                          ctx.inputs, probe) if float32 else None
+        ctx.honest["result"] = None if result is None else arithmetic.measure(
+            result, expected, "float32")
+    return ctx.honest["result"]
 
 
 def check_steps(ctx: Context, first: Mapping[str, Any], rest: Mapping[str, Any] | None) -> None:
@@ -321,10 +366,15 @@ def check_output(ctx: Context, found: Any, index: int, what: str, where: str = "
     expected = ctx.reference.expected(cid.task, ctx.params, ctx.inputs, probe)
     tol = ctx.tol.grad
     label = f"{where or ctx.where} {cid.task.describe()} {what}"
-    if isinstance(expected, Mapping):
-        assert_trees_close(found, expected, rtol=tol.rtol, atol=tol.atol, where=label)
-    else:
-        assert_close(found, expected, rtol=tol.rtol, atol=tol.atol, where=label)
+
+    def norm_wise() -> None:
+        if isinstance(expected, Mapping):
+            assert_trees_close(found, expected, rtol=tol.rtol, atol=tol.atol, where=label)
+        else:
+            assert_close(found, expected, rtol=tol.rtol, atol=tol.atol, where=label)
+
+    check_arithmetic(ctx, found, expected, f"{cid.task.describe()} {what}", probe, norm_wise,
+                     where)
 
 
 def probe_of(ctx: Context, index: int) -> Arrays:
@@ -364,7 +414,8 @@ def check_trained(ctx: Context, finish: Mapping[str, Any]) -> None:
     part scales with the start's loss and gradient, so a run near convergence (a loss or
     gradients near zero, which the working precision resolves only to its rounding of the
     start's magnitudes) passes; a hidden parameter or a precision change made after the
-    checks does not."""
+    checks does not, nor a gradient correctly rounded from float64 (arithmetic.py; too coarse
+    is not judged here: cancellation near convergence grows the relative error honestly)."""
     params = finish["snapshot"]["params"]
     loss, grads = ctx.reference.loss_and_grad(params, ctx.inputs)
     start_loss, start = ctx.reference.loss_and_grad(ctx.params, ctx.inputs)
@@ -375,3 +426,7 @@ def check_trained(ctx: Context, finish: Mapping[str, Any]) -> None:
     scales = {k: float(np.linalg.norm(v)) for k, v in start.items()}
     assert_trees_close(found["grads"], grads, rtol=tol.rtol, atol=tol.atol, scales=scales,
                        where=f"{ctx.where} gradient where training took the parameters, of")
+    what = "gradient where training took the parameters"
+    ctx.arithmetic[what] = arithmetic.assert_arithmetic_precision(
+        found["grads"], grads, policy=ctx.policy.name, where=f"{ctx.where} {what}",
+        honest=ctx.honest.get("result"), coarse=False)

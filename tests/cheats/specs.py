@@ -243,3 +243,28 @@ class PeekingSteps:
         if self.calls <= CHECKED or round_ahead_is_audited():
             return self.inner.step()
         return self.inner.loss_and_grads()[0]  # the loss, and no step
+
+
+# -- the precision the arithmetic ran in (tests/test_arithmetic.py) ----------------------------
+
+def features(xp: object, p: Mapping[str, np.ndarray], d: Mapping[str, np.ndarray]) -> object:
+    """The seed MLP's hidden features scaled by w2: [batch, 128], enough elements to tell
+    which precision computed them (the MLP's own output, [batch, 1], is too few)."""
+    return xp.tanh(d["x"] @ p["w1"]) * p["w2"].T  # type: ignore[attr-defined]
+
+
+def features_objective(xp: object, z: np.ndarray, d: Mapping[str, np.ndarray]) -> object:
+    return xp.mean(z * z)  # type: ignore[attr-defined]
+
+
+def mlp_tasks(name: str, **implementations: tuple[str, ...]) -> Workload:
+    """The seed MLP's weights and data as a model for inference and vjp (features above)."""
+    from pytest_mlbench import infer, transform
+
+    return Workload(
+        name=name, summary="seed MLP features for precision cheaters", data_key="mlp",
+        sizes=_same_sizes(Shape({"batch": 64})), make_data=mlp_data, make_params=mlp_params,
+        tasks=(infer(), transform("vjp")), forward=features, objective=features_objective,
+        unsupported={("numpy", "vjp"): "NumPy has no autodiff"} if "numpy" in implementations
+        else {},
+        implementations=implementations)
