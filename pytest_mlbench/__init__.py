@@ -13,12 +13,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pytest_mlbench import functional
-    from pytest_mlbench.catalogue import load_suite_file
-    from pytest_mlbench.data import digest
-    from pytest_mlbench.optim import Optimizer, adam, adamw, momentum, sgd
-    from pytest_mlbench.steps import FunctionalSGD, StepTrainer, sgd_step, torch_value_and_grad
-    from pytest_mlbench.workload import (
+    from pytest_mlbench.builders import functional
+    from pytest_mlbench.builders.steps import FunctionalSGD, StepTrainer, sgd_step, torch_value_and_grad
+    from pytest_mlbench.workloads.catalogue import load_suite_file
+    from pytest_mlbench.workloads.data import digest
+    from pytest_mlbench.workloads.optim import Optimizer, adam, adamw, momentum, sgd
+    from pytest_mlbench.workloads.spec import (
         Arrays,
         Shape,
         Task,
@@ -34,15 +34,15 @@ __version__ = "0.2.0"
 
 # public name -> the module that defines it
 _HOME = {
-    "functional": "pytest_mlbench.functional",
-    "load_suite_file": "pytest_mlbench.catalogue",
-    "digest": "pytest_mlbench.data",
-    **dict.fromkeys(("Optimizer", "sgd", "momentum", "adam", "adamw"), "pytest_mlbench.optim"),
+    "functional": "pytest_mlbench.builders.functional",
+    "load_suite_file": "pytest_mlbench.workloads.catalogue",
+    "digest": "pytest_mlbench.workloads.data",
+    **dict.fromkeys(("Optimizer", "sgd", "momentum", "adam", "adamw"), "pytest_mlbench.workloads.optim"),
     # a Trainer around a hand-written step function, the level below the builders
     **dict.fromkeys(("StepTrainer", "FunctionalSGD", "sgd_step", "torch_value_and_grad"),
-                    "pytest_mlbench.steps"),
+                    "pytest_mlbench.builders.steps"),
     **dict.fromkeys(("Workload", "Shape", "Task", "Tolerance", "Tolerances", "train", "infer",
-                     "transform", "Arrays"), "pytest_mlbench.workload"),
+                     "transform", "Arrays"), "pytest_mlbench.workloads.spec"),
 }
 __all__ = [
     "__version__", "Workload", "Shape", "Task", "Tolerance", "Tolerances", "train", "infer",

@@ -23,18 +23,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 
-from pytest_mlbench import (
-    __version__,
-    baseline_sessions,
-    compare,
-    fingerprint,
-    hostspeed,
-    regression,
-    report,
-)
-from pytest_mlbench.baseline import BaselineError, is_explicit
+from pytest_mlbench import __version__
+from pytest_mlbench.judging import regression, sessions
+from pytest_mlbench.measuring import hostspeed
 from pytest_mlbench.options import OptionError, build_gate_settings, parse_alpha, parse_percent
-from pytest_mlbench.runs import Run, load_run
+from pytest_mlbench.reporting import machines as compare
+from pytest_mlbench.reporting import normalised as report
+from pytest_mlbench.storing import fingerprint
+from pytest_mlbench.storing.baselines import BaselineError, is_explicit
+from pytest_mlbench.storing.runs import Run, load_run
 
 PROG = "pytest-mlbench"
 EXTRA = "pip install 'pytest-mlbench[report]'"
@@ -89,13 +86,13 @@ def init(args: argparse.Namespace) -> int:
 
 def load(ref: str, baselines: str) -> Run:
     settings = build_gate_settings({"baselines": baselines})
-    return load_run(baseline_sessions.storage(settings, Path.cwd()).resolve(ref))
+    return load_run(sessions.storage(settings, Path.cwd()).resolve(ref))
 
 
 def plots_module() -> ModuleType | None:
-    """pytest_mlbench.plots, or None when matplotlib is missing (tables print without it)."""
+    """pytest_mlbench.reporting.plots, or None when matplotlib is missing (tables print without it)."""
     try:
-        return importlib.import_module("pytest_mlbench.plots")
+        return importlib.import_module("pytest_mlbench.reporting.plots")
     except ImportError as exc:
         if (exc.name or "").split(".")[0] != "matplotlib":
             raise

@@ -25,7 +25,7 @@ def pytest_mlbench_adapters(config: Any) -> dict[str, Any] | None:
 
 def pytest_mlbench_modify_cases(config: Any, cases: list[Any]) -> None:
     """Reorder or drop benchmark cases in place before they are parametrized. Each item is a
-    ``pytest_mlbench.case.CaseId`` (workload, shape, task, framework, variant, device,
+    ``pytest_mlbench.workloads.case.CaseId`` (workload, shape, task, framework, variant, device,
     precision, workers).
 
     .. code-block:: python

@@ -316,7 +316,7 @@ def _ini_text(option: Option, value: Any) -> str | None:
     return tokens[0] if tokens else ""
 
 
-# -- baselines and the regression gate (pytest_mlbench.baseline, pytest_mlbench.gate) --------
+# -- baselines and the regression gate (pytest_mlbench.storing.baselines, pytest_mlbench.gate) --------
 
 SAVE_MODES = ("new", "overwrite")
 

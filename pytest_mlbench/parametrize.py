@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from pytest_mlbench import frameworks
-from pytest_mlbench.case import CaseId
-from pytest_mlbench.catalogue import Catalogue, Problem
 from pytest_mlbench.options import Settings
-from pytest_mlbench.workload import Workload
+from pytest_mlbench.workloads.case import CaseId
+from pytest_mlbench.workloads.catalogue import Catalogue, Problem
+from pytest_mlbench.workloads.spec import Workload
 
 DEVICE_PREFERENCE = ("gpu", "tpu", "cpu")
 

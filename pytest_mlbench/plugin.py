@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 # Only light modules here: this file is imported into every pytest session of the
-# environment, and a guest must not slow the host's start-up (tests/test_citizen.py measures
+# environment, and a guest must not slow the host's start-up (tests/sessions/test_citizen.py measures
 # it). NumPy, SciPy, the engine and the reports load inside the hooks of a session that runs
 # the plugin's own cases.
 from pytest_mlbench import frameworks, hookspec
@@ -37,8 +37,8 @@ from pytest_mlbench.session import CASE_FIXTURE, RunState, uses_own_fixtures
 if TYPE_CHECKING:
     import numpy as np
 
-    from pytest_mlbench.case import CaseId
     from pytest_mlbench.parametrize import Broken
+    from pytest_mlbench.workloads.case import CaseId
 
 STATE = pytest.StashKey[RunState]()
 MARKER = "mlbench: a pytest-mlbench case (select them with -m mlbench)"
@@ -79,11 +79,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MAIN_MARKER)
     config.addinivalue_line("markers", GATE_MARKER)
     if gate_settings.save or gate_settings.gate:  # --mlbench-save, --mlbench-gate
-        from pytest_mlbench import baseline_sessions
+        from pytest_mlbench.judging import sessions
 
-        baseline_sessions.register(config, gate_settings)
+        sessions.register(config, gate_settings)
     if settings.ab:
-        from pytest_mlbench import ab
+        from pytest_mlbench.judging import ab
 
         state.ab, state.base = ab.register(config, settings.ab, gate_settings, state.root)
 
@@ -206,7 +206,7 @@ def mlbench_precision(request: pytest.FixtureRequest) -> Policy:
 @pytest.fixture
 def mlbench_rng(request: pytest.FixtureRequest, mlbench_settings: Settings) -> np.random.Generator:
     """A NumPy Generator from --mlbench-seed and the test's id: same seed, same bytes."""
-    from pytest_mlbench import data
+    from pytest_mlbench.workloads import data
 
     return data.generator(mlbench_settings.seed, request.node.nodeid)
 
@@ -219,7 +219,7 @@ class SessionCase:
 
     def run(self, benchmark: Any) -> None:
         from pytest_mlbench.parametrize import Broken
-        from pytest_mlbench.timing import mark_used, record_rounds
+        from pytest_mlbench.storing.benchmark_json import mark_used, record_rounds
 
         if isinstance(self.id, Broken):
             mark_used(benchmark)
@@ -249,9 +249,9 @@ class WorkloadReference:
     def verify(self) -> None:
         """Every task's float64 reference agrees with finite differences of the model (and
         the two autodiff oracles agree, when both are installed)."""
-        from pytest_mlbench import data
+        from pytest_mlbench.checking.reference import Reference
         from pytest_mlbench.parametrize import Broken
-        from pytest_mlbench.reference import Reference
+        from pytest_mlbench.workloads import data
 
         if isinstance(self.param, Broken):
             pytest.fail(self.param.message(), pytrace=False)
@@ -276,7 +276,7 @@ class WorkloadReference:
 def _outputs_shape(workload: Any, task: Any, params: Any, inputs: Any) -> Any:
     import numpy as np
 
-    from pytest_mlbench import data
+    from pytest_mlbench.workloads import data
 
     if task.transform != "vjp":
         return None
@@ -295,7 +295,7 @@ def mlbench_workload(request: pytest.FixtureRequest) -> WorkloadReference:
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
     state = config.stash.get(STATE, None)
     if state is not None and state.own_items:  # other projects' JSON stays as it was
-        from pytest_mlbench import machine
+        from pytest_mlbench.storing import machine
 
         machine_info["mlbench"] = machine.machine_info()
         if probe := state.host_probe():  # per run: never part of the machine's id
@@ -306,12 +306,13 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     state = config.stash.get(STATE, None)
     records = [r for r in (state.records if state else []) if r.measure is not None]
     if records:
-        from pytest_mlbench import hostspeed, report
+        from pytest_mlbench.measuring import hostspeed
+        from pytest_mlbench.reporting import normalised
 
         terminalreporter.section("mlbench: step time normalised to the fastest")
-        for line in report.normalised_table(records):
+        for line in normalised.normalised_table(records):
             terminalreporter.write_line(line)
         if probe := hostspeed.line(state.host_probe() if state else {}):
             terminalreporter.write_line(probe)
-        if uncounted := report.uncounted_line(records):
+        if uncounted := normalised.uncounted_line(records):
             terminalreporter.write_line(uncounted)

@@ -29,13 +29,13 @@ from pytest_mlbench import frameworks
 from pytest_mlbench.options import Settings
 
 if TYPE_CHECKING:  # the rest loads when a session runs the plugin's cases (a guest starts light)
-    from pytest_mlbench.ab import ABSession, BaseSide
-    from pytest_mlbench.campaign import Campaign, Plan
-    from pytest_mlbench.case import CaseId
-    from pytest_mlbench.catalogue import Catalogue
-    from pytest_mlbench.oracle import OracleService
-    from pytest_mlbench.record import Record
-    from pytest_mlbench.results import Outcome
+    from pytest_mlbench.checking.oracle_client import OracleService
+    from pytest_mlbench.judging.ab import ABSession, BaseSide
+    from pytest_mlbench.measuring.campaign import Campaign, Plan
+    from pytest_mlbench.measuring.outcome import Outcome
+    from pytest_mlbench.storing.record import Record
+    from pytest_mlbench.workloads.case import CaseId
+    from pytest_mlbench.workloads.catalogue import Catalogue
 
 CASE_FIXTURE = "mlbench_case"
 OWN_FIXTURES = ("mlbench_case", "mlbench_workload", "mlbench_framework", "mlbench_device",
@@ -88,7 +88,7 @@ class RunState:
         """The float64 autodiff oracle's service, made on first use (it starts no process
         until a reference needs one)."""
         if self._oracle is None:
-            from pytest_mlbench.oracle import OracleService
+            from pytest_mlbench.checking.oracle_client import OracleService
 
             self._oracle = OracleService()
         return self._oracle
@@ -96,7 +96,7 @@ class RunState:
     @property
     def catalogue(self) -> Catalogue:
         if self._catalogue is None:
-            from pytest_mlbench import catalogue
+            from pytest_mlbench.workloads import catalogue
 
             self._catalogue = catalogue.discover(self.root, self.registry)
         return self._catalogue
@@ -113,7 +113,7 @@ class RunState:
     # -- the campaign -----------------------------------------------------------------------
 
     def plan(self) -> Plan:
-        from pytest_mlbench.campaign import Plan
+        from pytest_mlbench.measuring.campaign import Plan
 
         bench = getattr(self.config, "_benchmarksession", None)
         timing = bench is not None and not bench.disabled
@@ -125,7 +125,7 @@ class RunState:
                     min_rounds=int(opt("benchmark_min_rounds", 5) or 5))
 
     def host_probe(self) -> dict[str, Any]:
-        """The host's speed before each timed pass (hostspeed.py); empty if nothing was timed."""
+        """The host's speed before each timed pass (measuring/hostspeed.py); empty if nothing was timed."""
         campaign = self._campaign
         return campaign.host.to_json() if campaign and campaign.host.readings else {}
 
@@ -141,15 +141,15 @@ class RunState:
             self._start(session)
 
     def _selected(self, session: pytest.Session) -> dict[str, CaseId]:
-        from pytest_mlbench.case import CaseId
+        from pytest_mlbench.workloads.case import CaseId
 
         return {c.name: c for c in (_case_of(item) for item in session.items)
                 if isinstance(c, CaseId) and not _skipped(c, self.registry)}
 
     def _start(self, session: pytest.Session) -> None:
-        from pytest_mlbench.campaign import Campaign, Lane
         from pytest_mlbench.engine.launcher import Launch
-        from pytest_mlbench.engine.workers import Side
+        from pytest_mlbench.engine.pools import Side
+        from pytest_mlbench.measuring.campaign import Campaign, Lane
 
         self._runnable = self._selected(session)
         entries = {name: frameworks.entry(self.registry[name]) for name in self.registry}
@@ -176,7 +176,7 @@ class RunState:
             self._wait()
             self.outcomes = self._found.result(timeout=0)  # raises the campaign's error
             self._judge_ab(self._runnable)
-        from pytest_mlbench.results import Outcome
+        from pytest_mlbench.measuring.outcome import Outcome
 
         return self.outcomes.get(cid.name) or Outcome(
             "error", f"{cid.name} was not part of this session's campaign")
@@ -211,8 +211,8 @@ class RunState:
 
     def _base_lane(self, runnable: Mapping[str, CaseId]) -> Any:
         """The base revision's cases of the same names, from the base's own catalogue."""
-        from pytest_mlbench import catalogue
-        from pytest_mlbench.campaign import Lane
+        from pytest_mlbench.measuring.campaign import Lane
+        from pytest_mlbench.workloads import catalogue
 
         assert self.base is not None
         found = catalogue.discover(Path(self.base.side.root), self.registry)
@@ -222,9 +222,9 @@ class RunState:
     def _judge_ab(self, runnable: Mapping[str, CaseId]) -> None:
         if self.ab is None or self.outcomes is None:
             return
-        from pytest_mlbench.ab import BASE
-        from pytest_mlbench.engine.workers import Side
-        from pytest_mlbench.results import key_of
+        from pytest_mlbench.engine.pools import Side
+        from pytest_mlbench.judging.ab import BASE
+        from pytest_mlbench.measuring.outcome import key_of
 
         base = Side(BASE)
         self.ab.judge({name: (self.outcomes.get(key_of(base, cid)), self.outcomes[name])

@@ -10,16 +10,16 @@ import pytest
 # in-process runs unload every module first imported during a run, while the package keeps
 # its attribute for it: a later run would then mix a stale module with a fresh one (two
 # Workload classes). Imported here, before any run, they stay loaded as they did before.
-import pytest_mlbench.ab
-import pytest_mlbench.baseline_sessions
-import pytest_mlbench.campaign
-import pytest_mlbench.catalogue
-import pytest_mlbench.hostspeed
-import pytest_mlbench.machine
+import pytest_mlbench.checking.reference
+import pytest_mlbench.judging.ab
+import pytest_mlbench.judging.sessions
+import pytest_mlbench.measuring.campaign
+import pytest_mlbench.measuring.hostspeed
 import pytest_mlbench.parametrize
-import pytest_mlbench.reference
-import pytest_mlbench.report
-import pytest_mlbench.timing  # noqa: F401
+import pytest_mlbench.reporting.normalised
+import pytest_mlbench.storing.benchmark_json  # noqa: F401
+import pytest_mlbench.storing.machine
+import pytest_mlbench.workloads.catalogue  # noqa: F401
 from tests.cheat_session import Session, run
 
 

@@ -1,19 +1,21 @@
 """The checks before timing, in this process, on a real suite's implementation: a CaseServer
-(what a framework worker runs for one case) builds it from its folder, and verify.py checks
-what it reports, as pipeline.py does across the process boundary. For tests that break an
+(what a framework worker runs for one case) builds it from its folder, and checking/phases.py checks
+what it reports, as measuring/case_run.py does across the process boundary. For tests that break an
 implementation with monkeypatch, which a worker process would not see."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_mlbench import catalogue, data, frameworks, verify
-from pytest_mlbench.case import CaseId
-from pytest_mlbench.checks import tolerances
+from pytest_mlbench import frameworks
+from pytest_mlbench.checking import phases
+from pytest_mlbench.checking.asserts import tolerances
+from pytest_mlbench.checking.oracle_client import OracleService
+from pytest_mlbench.checking.reference import Reference
 from pytest_mlbench.engine.server import CaseServer
-from pytest_mlbench.oracle import OracleService
 from pytest_mlbench.precision import POLICIES
-from pytest_mlbench.reference import Reference
+from pytest_mlbench.workloads import catalogue, data
+from pytest_mlbench.workloads.case import CaseId
 
 SUITES = Path(__file__).resolve().parents[1] / "suites"
 
@@ -32,12 +34,12 @@ def check(workload_name: str, framework: str, variant: str = "eager",
     oracle = OracleService()
     try:
         reference = Reference(workload, shape, seed, str(root / workload_name), oracle)
-        ctx = verify.Context(cid, reference, policy, tolerances(precision, workload.tolerances),
+        ctx = phases.Context(cid, reference, policy, tolerances(precision, workload.tolerances),
                              inputs, params, f"{framework} {variant} ({cid.name})")
-        verify.check_start(ctx, server.start())
-        verify.check_gradient(ctx, server.evaluate(0))
+        phases.check_start(ctx, server.start())
+        phases.check_gradient(ctx, server.evaluate(0))
         first = server.steps(1)
         rest = server.steps(workload.check_steps - 1) if workload.check_steps > 1 else None
-        verify.check_steps(ctx, first, rest)
+        phases.check_steps(ctx, first, rest)
     finally:
         oracle.close()

@@ -1,5 +1,5 @@
 """Each framework's built optimizer, stepped at float64 on a problem where the algorithm shows,
-against optim.py's float64 update: run as ``python -m tests.optimizer_algorithms FRAMEWORK``
+against workloads/optim.py's float64 update: run as ``python -m tests.optimizer_algorithms FRAMEWORK``
 (one framework a process, as workers are), printing one JSON line per variant and optimizer.
 
 The problem: ``loss = sum(a p^2 / 2 + c p)`` on one parameter vector whose gradients
@@ -22,9 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from pytest_mlbench import adam, adamw, frameworks, functional, momentum, sgd, train
-from pytest_mlbench.case import Case
+from pytest_mlbench import adam, adamw, frameworks, momentum, sgd, train
+from pytest_mlbench.builders import functional
 from pytest_mlbench.precision import POLICIES
+from pytest_mlbench.workloads.case import Case
 
 STEPS = 6
 SIZE = 64
@@ -50,7 +51,7 @@ def loss_and_grad(p: dict[str, np.ndarray], d: dict[str, np.ndarray]) -> Any:
 
 
 def reference(opt: Any) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """optim.py's float64 steps: (params, state) after STEPS steps."""
+    """workloads/optim.py's float64 steps: (params, state) after STEPS steps."""
     params, data = problem()
     state = opt.init_state(params)
     for _ in range(STEPS):

@@ -1,13 +1,13 @@
 """Stand-in for plugin.py's wiring of the save and gate sessions, loaded with
 ``-p no:mlbench -p tests.session_plugin``: options.py's gate options plus
 --mlbench-save-partial, the mlbench_gate marker, and ``baseline_sessions.register``. The session tests
-then exercise baseline_sessions.py without the case engine (which plugin.py also loads)."""
+then exercise judging/sessions.py without the case engine (which plugin.py also loads)."""
 
 from __future__ import annotations
 
 import pytest
 
-from pytest_mlbench import baseline_sessions
+from pytest_mlbench.judging import sessions
 from pytest_mlbench.options import OptionError, build_gate_settings, gate_option_table
 
 
@@ -19,9 +19,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", baseline_sessions.MARKER)
+    config.addinivalue_line("markers", sessions.MARKER)
     try:
         gate = build_gate_settings({o.name: config.getoption(o.key) for o in gate_option_table()})
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
-    baseline_sessions.register(config, gate)
+    sessions.register(config, gate)

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_mlbench.record import Identity, Measure, Record
+from pytest_mlbench.storing.record import Identity, Measure, Record
 
 MACHINE: dict[str, Any] = {
     "cpu": {"model": "Test CPU", "arch": "X86_64", "simd_flags": ["avx2"], "logical_cores": 2,

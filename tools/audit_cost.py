@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pytest_mlbench.runs import load_run  # noqa: E402
+from pytest_mlbench.storing.runs import load_run  # noqa: E402
 
 
 def ratios(path: Path) -> dict[str, float]:

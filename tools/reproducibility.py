@@ -23,10 +23,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pytest_mlbench import hostspeed, report, tables  # noqa: E402
-from pytest_mlbench.record import Record  # noqa: E402
-from pytest_mlbench.runs import Run, load_run  # noqa: E402
+from pytest_mlbench import tables  # noqa: E402
+from pytest_mlbench.measuring import hostspeed  # noqa: E402
+from pytest_mlbench.reporting import normalised as report  # noqa: E402
 from pytest_mlbench.stats import Ratio  # noqa: E402
+from pytest_mlbench.storing.record import Record  # noqa: E402
+from pytest_mlbench.storing.runs import Run, load_run  # noqa: E402
 
 
 def session(args: list[str], out: Path) -> float:
@@ -92,7 +94,7 @@ def group_rows(group: str, ref: str, runs: list[dict[str, Record]],
 
 def host_rows(runs: list[Run]) -> list[list[str]]:
     """Each host probe's median per run (and its change from run 1): whether the host itself
-    ran slower or faster between the runs (pytest_mlbench/hostspeed.py)."""
+    ran slower or faster between the runs (pytest_mlbench/measuring/hostspeed.py)."""
     found = [hostspeed.summary(hostspeed.of_run(run.machine_info)) for run in runs]
     rows = []
     for name, label in hostspeed.LABELS.items():

@@ -6,7 +6,8 @@
 For each implementation and seed it builds the case as a worker does (the suite's seeded
 start, the framework's own kernels at the case's precision), trains it with its own steps, and
 every ``--every`` steps judges it against the float64 reference as the suite's checks do
-(checks.py, verify.py), against the spec's tolerance and, with ``--tolerance``, a candidate:
+(checking/asserts.py, checking/phases.py), against the spec's tolerance and, with ``--tolerance``, a
+candidate:
 
 - ``--check gradient`` (the default): its gradient at its parameters there. Step 0 as the
   start's check (scale: the tensor's own norm), later steps as the check where training has
@@ -47,15 +48,17 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pytest_mlbench import audit, catalogue, data, frameworks, verify  # noqa: E402
-from pytest_mlbench.case import CaseId  # noqa: E402
-from pytest_mlbench.checks import excess, tolerances  # noqa: E402
+from pytest_mlbench import frameworks  # noqa: E402
+from pytest_mlbench.checking import audit, phases  # noqa: E402
+from pytest_mlbench.checking.asserts import excess, tolerances  # noqa: E402
+from pytest_mlbench.checking.oracle_client import OracleService  # noqa: E402
+from pytest_mlbench.checking.reference import Reference  # noqa: E402
 from pytest_mlbench.engine.server import CaseServer  # noqa: E402
 from pytest_mlbench.errors import Unavailable  # noqa: E402
-from pytest_mlbench.oracle import OracleService  # noqa: E402
 from pytest_mlbench.precision import POLICIES  # noqa: E402
-from pytest_mlbench.reference import Reference  # noqa: E402
-from pytest_mlbench.workload import Tolerance  # noqa: E402
+from pytest_mlbench.workloads import catalogue, data  # noqa: E402
+from pytest_mlbench.workloads.case import CaseId  # noqa: E402
+from pytest_mlbench.workloads.spec import Tolerance  # noqa: E402
 
 
 def seeds_of(text: str) -> list[int]:
@@ -90,7 +93,7 @@ def sweep(folder: Path, spec: Any, impl: str, size: str, precision: str, seed: i
     server = CaseServer(adapter, cid.spec(str(folder.parent), size, seed))
     policy = POLICIES[precision]
     inputs, params = data.seeded_start(spec, shape, seed, policy)
-    ctx = verify.Context(cid, Reference(spec, shape, seed, str(folder), oracle), policy,
+    ctx = phases.Context(cid, Reference(spec, shape, seed, str(folder), oracle), policy,
                          tolerances(precision, spec.tolerances), inputs, params, impl)
     runner = server.runner
     start: dict[str, float] = {}
@@ -120,7 +123,7 @@ def sweep(folder: Path, spec: Any, impl: str, size: str, precision: str, seed: i
     return out
 
 
-def judge_trajectory(ctx: verify.Context, runner: Any, step: int, calls: int,
+def judge_trajectory(ctx: phases.Context, runner: Any, step: int, calls: int,
                      tols: dict[str, Tolerance]) -> Judge:
     """At ``step``: the parameters' displacement from the seeded start (as audit_step_count
     judges it), then ``calls`` steps (a timed round) judged from where they started (as
@@ -131,9 +134,9 @@ def judge_trajectory(ctx: verify.Context, runner: Any, step: int, calls: int,
     before = runner.snapshot()
     judged: Judge = {label: {} for label in tols}
     if 0 < step <= audit.ABSOLUTE_STEPS:
-        expected = verify.seeded_trajectory(ctx).state(step)[0]
+        expected = phases.seeded_trajectory(ctx).state(step)[0]
         for label, tol in tols.items():
-            found = verify.displacement_excess(ctx, ctx.params, before["params"], expected,
+            found = phases.displacement_excess(ctx, ctx.params, before["params"], expected,
                                                step, tol)
             if max(found.values()) > 1:
                 verdict = count_verdict(ctx, before["params"], step, tol)
@@ -147,15 +150,15 @@ def judge_trajectory(ctx: verify.Context, runner: Any, step: int, calls: int,
     _, ref_params, ref_state = ctx.reference.train(opt, before["params"], before["state"],
                                                    ctx.inputs, calls, ctx.dtype)
     for label, tol in tols.items():
-        found = verify.displacement_excess(ctx, before["params"], after["params"], ref_params,
+        found = phases.displacement_excess(ctx, before["params"], after["params"], ref_params,
                                            calls, tol)
         judged[label].update({f"round: {k}": v for k, v in found.items()})
-        judged[label].update({f"round: state {k}": v for k, v in verify.state_excess(
+        judged[label].update({f"round: state {k}": v for k, v in phases.state_excess(
             ctx, after["state"], ref_state, calls, tol).items()})
     return judged
 
 
-def count_verdict(ctx: verify.Context, params: Any, step: int, tol: Tolerance) -> str:
+def count_verdict(ctx: phases.Context, params: Any, step: int, tol: Tolerance) -> str:
     """How the audit's count from the start passes these parameters at ``step`` with ``tol``
     as the trajectory tolerance: NEAREST, UNREAD (no count can be read there), or "" (it
     fails them)."""

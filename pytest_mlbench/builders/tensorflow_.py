@@ -101,7 +101,7 @@ class ExactSGD(keras.optimizers.SGD):
 
 
 class SpecAdamStep:
-    """Adam's step as optim.py (torch.optim.Adam, optax.adam) writes it: epsilon added to the
+    """Adam's step as workloads/optim.py (torch.optim.Adam, optax.adam) writes it: epsilon added to the
     root of the bias-corrected v,
 
         p -= lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps),

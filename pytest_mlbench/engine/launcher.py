@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, Protocol
 
-from pytest_mlbench import leftovers
+from pytest_mlbench.engine import leftovers
 
 # seconds a worker gets to leave by itself after "stop" before it is terminated, then killed
 STOP_GRACE_S = 5.0

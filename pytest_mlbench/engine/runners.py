@@ -10,7 +10,7 @@ copies the harness made, after checking that each is the framework's own concret
 (``concrete``). An object of any other type (a duck type whose ``__array__`` or ``.numpy()``
 would do owed work when converted) fails the case: nothing of a round is converted after
 its clock has stopped. The clock is this module's, read once per round; the parent times
-every turn with its own clock too (pipeline.py), so a replaced clock shows.
+every turn with its own clock too (measuring/case_run.py), so a replaced clock shows.
 
 The implementation protocols (ADDING_WORKLOADS.md has complete examples):
 

@@ -1,6 +1,6 @@
 """One case, built and served inside its framework's worker.
 
-The parent (pipeline.py) drives it phase by phase: ``start`` (what the implementation starts
+The parent (measuring/case_run.py) drives it phase by phase: ``start`` (what the implementation starts
 from), ``evaluate`` (loss and gradient, or the first probe's result), ``steps`` (checked
 training steps), ``round`` (timed rounds, every one's results kept alike until the next
 command, a digest of each sent back), ``fetch`` (the kept results the parent audits, chosen
@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from pytest_mlbench import catalogue, data
-from pytest_mlbench.case import Case, CaseId
 from pytest_mlbench.engine import allocator, runners
 from pytest_mlbench.precision import POLICIES, dtype_name
+from pytest_mlbench.workloads import catalogue, data
+from pytest_mlbench.workloads.case import Case, CaseId
 
 
 class CaseServer:

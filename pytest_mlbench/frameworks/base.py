@@ -1,6 +1,6 @@
 """The one small interface every framework adapter implements, plus shared helpers.
 
-Adapters run inside worker processes (engine/worker.py), one framework per process. Besides
+Adapters run inside worker processes (engine/framework_worker.py), one framework per process. Besides
 moving arrays and compiling, each adapter answers the questions the checks ask while a case is
 timed: how many threads it uses, whether anything compiled (eager means eager; nothing
 recompiles while timed), whether the precision policy still holds, and how many trainable

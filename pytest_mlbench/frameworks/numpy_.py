@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_mlbench.engine import threads as threading_
+from pytest_mlbench import threads as threading_
 from pytest_mlbench.frameworks.base import (
     Compiled,
     best_gflops,

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_mlbench.engine import threads as threading_
+from pytest_mlbench import threads as threading_
 from pytest_mlbench.errors import PolicyNotApplied, Unavailable, Unsupported
 from pytest_mlbench.frameworks.base import (
     Compiled,

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_mlbench.engine import threads as threading_
+from pytest_mlbench import threads as threading_
 from pytest_mlbench.errors import PolicyNotApplied, Unavailable, Unsupported
 from pytest_mlbench.frameworks.base import (
     Compiled,
@@ -216,7 +216,7 @@ class TorchAdapter:
                         name=getattr(fn, "__name__", ""))
 
     def data_parallel(self, case: Any, loss: Callable[..., Any], dp: dict[str, Any]) -> Any:
-        from pytest_mlbench.engine.dp import TorchDDP
+        from pytest_mlbench.frameworks.data_parallel import TorchDDP
 
         return TorchDDP(case, loss, dp)
 

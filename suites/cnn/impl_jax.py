@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from pytest_mlbench import functional
+from pytest_mlbench.builders import functional
 
 
 def conv3x3(x: Any, k: Any, bias: Any) -> Any:

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from pytest_mlbench import functional
+from pytest_mlbench.builders import functional
 
 
 def to_model(p: dict[str, Any]) -> dict[str, Any]:

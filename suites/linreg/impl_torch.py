@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_mlbench import functional
+from pytest_mlbench.builders import functional
 
 
 def forward(p: dict[str, Any], data: dict[str, Any]) -> Any:

@@ -7,7 +7,7 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from pytest_mlbench import functional
+from pytest_mlbench.builders import functional
 
 
 def forward(p: dict[str, Any], data: dict[str, Any]) -> Any:

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_mlbench import functional
+from pytest_mlbench.builders import functional
 
 
 def value_and_grad(p: dict[str, np.ndarray], data: dict[str, np.ndarray]) -> Any:

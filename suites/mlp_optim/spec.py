@@ -6,17 +6,17 @@ binary cross-entropy on logits) with heavy-ball momentum (torch.optim.SGD(moment
 (momentum), Keras SGD(momentum)), Adam (torch.optim.Adam, optax.adam, Keras Adam) and AdamW
 with decoupled weight decay (torch.optim.AdamW, optax.adamw, Keras AdamW), same hyper-parameters
 everywhere and read back from each optimizer. Autograd and NumPy have no optimizer: they apply
-the spec's update (pytest_mlbench.optim) at the policy dtype, NumPy with the mlp's hand-written
+the spec's update (pytest_mlbench.workloads.optim) at the policy dtype, NumPy with the mlp's hand-written
 gradient. The reference is the mlp's hand-derived gradient and the float64 update of
-optim.py; the optimizer state (momentum buffer, both Adam moments, the step count) is checked
+workloads/optim.py; the optimizer state (momentum buffer, both Adam moments, the step count) is checked
 after the first step, after the checked steps and in every audited round.
 
 One algorithm per task in every framework: the builders give Keras's Adam and AdamW the
 spec's step (Keras adds epsilon to sqrt(v_t) before the bias correction, an "epsilon hat" of
 eps sqrt(1 - b2^t) in the spec's form; torch and optax add it to sqrt(v_hat_t)), make every
 Keras constant at the parameters' dtype, and count torch's Adam steps in float64 (under
-torch.compile a float32 count rounds the bias corrections); tests/test_optimizer_algorithms.py
-holds each framework's optimizer to optim.py's float64 update to 1e-12. Adam's epsilon is
+torch.compile a float32 count rounds the bias corrections); tests/unit/builders/test_optimizer_algorithms.py
+holds each framework's optimizer to workloads/optim.py's float64 update to 1e-12. Adam's epsilon is
 1e-12, not the usual 1e-8: chosen when the Keras form was compared as it ships (at 1e-8 the
 two forms move the seed MLP's first step apart by 3% of its norm, its gradients reaching down
 to 1e-8), and kept so that the task's records and tolerances stay those of one task.

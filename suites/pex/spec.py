@@ -38,7 +38,7 @@ NAMES = ("w1", "b1", "w2", "b2")
 def clip_norm(n_in: int, hidden: int) -> float:
     """The clip norm C. At the seeded start the per-example norms grow like sqrt(in + hidden)
     (||g_w1|| = ||x_i|| ||dh_i||, ||g_w2|| = ||h_i|| ||dz_i||), so this puts C near their
-    median at every size; tests/test_vit_pex.py checks that some examples are clipped and
+    median at every size; tests/unit/suites/test_vit_pex.py checks that some examples are clipped and
     some are not."""
     return CLIP_SCALE * float(np.sqrt(n_in + hidden))
 

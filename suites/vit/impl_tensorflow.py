@@ -10,7 +10,8 @@ from typing import Any
 
 import tensorflow as tf
 
-from pytest_mlbench import functional, load_suite_file
+from pytest_mlbench import load_suite_file
+from pytest_mlbench.builders import functional
 
 spec = load_suite_file(Path(__file__).with_name("spec.py"))
 

@@ -1,4 +1,4 @@
-"""Workloads for the cheating and buggy implementations of tests/test_cheaters.py.
+"""Workloads for the cheating and buggy implementations of tests/sessions/test_cheaters.py.
 
 Each folder beside this file is one way of cheating (or one honest control); its spec.py calls
 ``lin`` or ``mlp`` here with the implementations it holds. The session copies this folder to a
@@ -245,7 +245,7 @@ class PeekingSteps:
         return self.inner.loss_and_grads()[0]  # the loss, and no step
 
 
-# -- the precision the arithmetic ran in (tests/test_arithmetic.py) ----------------------------
+# -- the precision the arithmetic ran in (tests/unit/checking/test_arithmetic.py) ----------------------------
 
 def features(xp: object, p: Mapping[str, np.ndarray], d: Mapping[str, np.ndarray]) -> object:
     """The seed MLP's hidden features scaled by w2: [batch, 128], enough elements to tell

@@ -1,4 +1,4 @@
-"""Workloads and implementations for tests/test_kinds.py: the seed MLP as one workload per
+"""Workloads and implementations for tests/sessions/test_kinds.py: the seed MLP as one workload per
 broken (or honest) implementation, every kind of task, through the builders; each broken one
 gets one thing wrong in its own kind's terms.
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import torch
 
-from pytest_mlbench import functional, load_suite_file
+from pytest_mlbench import load_suite_file
+from pytest_mlbench.builders import functional
 
 F64 = load_suite_file(Path(__file__).parents[1] / "f64infer" / "impl_torch.py")
 

@@ -9,7 +9,8 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from pytest_mlbench import functional, load_suite_file
+from pytest_mlbench import load_suite_file
+from pytest_mlbench.builders import functional
 
 F64 = load_suite_file(Path(__file__).parent / "impl_numpy.py")
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_mlbench import functional
+from pytest_mlbench.builders import functional
 
 
 def loss_and_grad(w1: Any, w2: Any, x: Any, y: Any) -> tuple[Any, dict[str, Any]]:

@@ -6,7 +6,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from pytest_mlbench import functional
+from pytest_mlbench.builders import functional
 
 
 def forward(p: dict[str, Any], data: dict[str, Any]) -> Any:

@@ -9,7 +9,8 @@ from typing import Any
 
 import torch
 
-from pytest_mlbench import functional, load_suite_file
+from pytest_mlbench import load_suite_file
+from pytest_mlbench.builders import functional
 
 CNN = load_suite_file(Path(__file__).parents[2] / "models" / "cnn" / "impl_torch.py")
 SMOOTHING = 0.1

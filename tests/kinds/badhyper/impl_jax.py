@@ -3,7 +3,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pytest_mlbench import functional, load_suite_file, momentum
+from pytest_mlbench import load_suite_file, momentum
+from pytest_mlbench.builders import functional
 
 MODELS = load_suite_file(Path(__file__).parents[1] / "models.py")
 

@@ -5,7 +5,9 @@ from typing import Any
 
 import numpy as np
 
-from pytest_mlbench import data, functional, load_suite_file
+from pytest_mlbench import load_suite_file
+from pytest_mlbench.builders import functional
+from pytest_mlbench.workloads import data
 
 MODELS = load_suite_file(Path(__file__).parents[1] / "models.py")
 AHEAD = 256  # probe indices answered in build(): every index a short session reaches

@@ -5,7 +5,8 @@ from typing import Any
 
 import numpy as np
 
-from pytest_mlbench import functional, load_suite_file
+from pytest_mlbench import load_suite_file
+from pytest_mlbench.builders import functional
 
 MODELS = load_suite_file(Path(__file__).parents[1] / "models.py")
 HONEST = functional.numpy(lambda p, d: MODELS.forward(np, p, d),

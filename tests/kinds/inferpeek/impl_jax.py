@@ -6,7 +6,8 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from pytest_mlbench import functional, load_suite_file
+from pytest_mlbench import load_suite_file
+from pytest_mlbench.builders import functional
 
 MODELS = load_suite_file(Path(__file__).parents[1] / "models.py")
 

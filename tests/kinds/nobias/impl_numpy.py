@@ -6,7 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from pytest_mlbench import Optimizer, functional, load_suite_file
+from pytest_mlbench import Optimizer, load_suite_file
+from pytest_mlbench.builders import functional
 
 MODELS = load_suite_file(Path(__file__).parents[1] / "models.py")
 

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_mlbench import functional, load_suite_file
+from pytest_mlbench import load_suite_file
+from pytest_mlbench.builders import functional
 
 MODELS = load_suite_file(Path(__file__).parents[1] / "models.py")
 build = functional.numpy(lambda p, d: MODELS.forward(np, p, d),

@@ -1,0 +1,194 @@
+"""Which precision a case's arithmetic ran in, judged from its results, not its settings.
+
+The policy checks read flags (JAX's x64, TF32, matmul precision) and the parameters' dtypes.
+Neither sees a float32 case whose forward casts to float64 and back, nor one that computes in
+bfloat16 inside a float32 step. Its results do, against the float64 reference the checks
+already have (framework-independent, so NumPy, Numba and Autograd are covered too):
+
+- *too exact*: float32 arithmetic rounds at every operation, so a gradient or output made of
+  reductions differs from the float64 reference correctly rounded to float32 in most
+  elements. A result equal to it in nearly every element was computed in float64 and cast.
+- *too coarse*: an error against the float64 reference, norm-wise over all elements, far
+  beyond what the case's precision leaves (in units of its unit roundoff) was computed in a
+  lower precision (bfloat16, float16 or TF32 inside a float32 case, float32 inside float64),
+  even where a workload's wide tolerance would still pass it.
+
+Only informative statistics are judged: at least MIN_ELEMENTS non-zero elements; where the
+harness can compute the same result honestly in NumPy float32 (a hand-derived gradient, a
+forward pass), "too exact" is judged only when that honest computation is not itself nearly
+exact. bf16 and tf32 cases are not judged (their arithmetic is allowed to differ from their
+storage by design).
+
+Thresholds, measured over every honest suite implementation (correctness sessions, smoke
+size all cases, default size the main job; the gradient where training took the parameters
+too): float32 results were 4-33% correctly rounded with errors of 0.9-13 units of roundoff;
+float64 cast to float32, 100% and 0.4 units; TF32 matmuls (H200) 5e3 units; bfloat16 matmuls
+in a float32 case 5e4-7e4 units; float32 arithmetic in a float64 case 1.5e9 units of
+float64's roundoff, honest float64 at most 9.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from pytest_mlbench.workloads.data import is_float
+
+MIN_ELEMENTS = 256  # non-zero elements below which neither statistic is read
+EXACT = 0.9  # fraction correctly rounded at or above which a float32 result is float64's
+HONEST_EXACT = 0.80  # an honest float32 computation this exact makes "too exact" uninformative
+COARSE = {"float32": 2.0e3, "float64": 1.0e6}  # error, in units of the dtype's roundoff
+JUDGED = {"fp32": "float32", "fp64": "float64"}  # policy name -> the dtype its arithmetic is
+FORMATS = {"float64": 2.0 ** -53, "float32": 2.0 ** -24, "float16 or TF32": 2.0 ** -11,
+           "bfloat16": 2.0 ** -9}  # unit roundoff of each format a result may have been made in
+
+
+@dataclass(frozen=True)
+class Statistic:
+    """What a result says of the arithmetic that made it, against the float64 reference."""
+
+    elements: int  # non-zero, finite, normal elements judged
+    exact: float  # fraction equal to the reference correctly rounded to the dtype
+    error: float  # ||actual - expected|| / ||expected||, in units of the dtype's roundoff
+
+    def as_record(self) -> dict[str, float | None]:
+        return {"elements": self.elements, "exact": round(self.exact, 4),
+                "error": float(f"{self.error:.4g}") if math.isfinite(self.error) else None}
+
+
+def _flat(tree: Any) -> np.ndarray:
+    """Every floating element of a result (array or mapping of arrays), float64, in key order."""
+    if isinstance(tree, Mapping):
+        parts = [_flat(tree[k]) for k in sorted(tree)]
+        return np.concatenate(parts) if parts else np.zeros(0)
+    array = np.asarray(tree)
+    if not is_float(array):
+        return np.zeros(0)
+    return np.asarray(array, np.float64).ravel()
+
+
+def measure(actual: Any, expected: Any, dtype: str) -> Statistic:
+    """``actual`` (any floating dtype) against the float64 ``expected`` for arithmetic in
+    ``dtype``: elements where the reference is zero, subnormal in ``dtype`` or not finite (or
+    the result not finite: other checks say so) are left out."""
+    a, e = _flat(actual), _flat(expected)
+    if a.shape != e.shape:
+        return Statistic(0, 0.0, math.nan)
+    tiny = float(np.finfo(dtype).tiny)
+    keep = np.isfinite(e) & np.isfinite(a) & (np.abs(e) >= tiny)
+    a, e = a[keep], e[keep]
+    if a.size == 0:
+        return Statistic(0, 0.0, math.nan)
+    exact = float(np.mean(a.astype(dtype) == e.astype(dtype)))
+    error = float(np.linalg.norm(a - e) / np.linalg.norm(e)) / FORMATS[dtype]
+    return Statistic(int(a.size), exact, error)
+
+
+def _nearest_format(relative: float) -> str:
+    """The format whose unit roundoff is nearest (log scale) to a relative error."""
+    return min(FORMATS, key=lambda f: abs(math.log2(max(relative, 1e-300) / FORMATS[f])))
+
+
+def assert_arithmetic_precision(actual: Any, expected: Any, *, policy: str, where: str,
+                                honest: Statistic | None = None,
+                                coarse: bool = True) -> dict[str, Any]:
+    """``actual`` was computed in the arithmetic the policy names, as far as its elements
+    tell. ``honest``: the same statistic of an honest computation at the policy's dtype, made
+    by the harness, where one exists. ``coarse=False`` judges only "too exact" (a gradient
+    near convergence has cancelled: its relative error grows honestly). Returns what was
+    judged, for the record."""
+    dtype = JUDGED.get(policy)
+    if dtype is None:
+        return {"judged": False, "why": f"{policy}: arithmetic may differ from storage"}
+    found = measure(actual, expected, dtype)
+    record: dict[str, Any] = {**found.as_record(), "judged": False}
+    if honest is not None:
+        record["harness_float32"] = honest.as_record()
+    if found.elements < MIN_ELEMENTS:
+        record["why"] = f"{found.elements} non-zero element(s), fewer than {MIN_ELEMENTS}"
+        return record
+    record["judged"] = True
+    if coarse:
+        assert_not_coarser(found, dtype, where=where)
+    if dtype == "float32":
+        if honest is not None and honest.exact >= HONEST_EXACT:
+            record["why"] = (f"too exact not judged: the harness's own float32 computation is "
+                             f"{honest.exact:.0%} correctly rounded")
+            return record
+        assert_not_more_exact(found, dtype, honest, where=where)
+    return record
+
+
+def assert_not_coarser(found: Statistic, dtype: str, *, where: str) -> None:
+    """The error against float64 is within what ``dtype`` arithmetic leaves (COARSE)."""
+    limit = COARSE[dtype]
+    if found.error > limit:
+        relative = found.error * FORMATS[dtype]
+        raise AssertionError(
+            f"{where}: the arithmetic ran in a lower precision than the case's {dtype} "
+            f"(error the size of {_nearest_format(relative)} rounding): a relative error of "
+            f"{relative:.3g} against the float64 reference over {found.elements} elements, "
+            f"{found.error:.3g} times {dtype}'s unit roundoff, where {dtype} arithmetic "
+            f"leaves at most {limit:g}")
+
+
+def assert_not_more_exact(found: Statistic, dtype: str, honest: Statistic | None, *,
+                          where: str) -> None:
+    """Not (nearly) every element equals the float64 reference correctly rounded to
+    ``dtype``: that result was computed in float64 and cast."""
+    if found.exact < EXACT:
+        return
+    baseline = (f"; the harness's own {dtype} computation of it: {honest.exact:.1%}"
+                if honest is not None else "")
+    raise AssertionError(
+        f"{where}: the arithmetic ran in float64, not the case's {dtype}: "
+        f"{found.exact:.1%} of {found.elements} elements equal the float64 reference "
+        f"correctly rounded to {dtype} (relative error {found.error * FORMATS[dtype]:.3g}, "
+        f"{found.error:.3g} times {dtype}'s unit roundoff), where {dtype} arithmetic rounds "
+        f"fewer than {EXACT:.0%} of them so{baseline}")
+
+
+def honest_result(workload: Any, task: Any, params: Mapping[str, np.ndarray],
+                  inputs: Mapping[str, np.ndarray], probe: Mapping[str, np.ndarray] | None,
+                  ) -> Any | None:
+    """The case's checked result computed by the harness at the case's dtype from the spec's
+    NumPy functions (a hand-derived gradient, a forward pass), or None where the spec has none
+    or its functions do not keep the dtype."""
+    try:
+        with np.errstate(all="ignore"):  # float32 overflow is the statistic's, not an error
+            if task.kind == "train" and workload.grad is not None:
+                result = workload.grad(dict(params), dict(inputs))
+            elif task.kind == "infer" and workload.forward is not None and probe is not None:
+                result = workload.forward(np, dict(params), {**inputs, **probe})
+            else:
+                return None
+    except (ArithmeticError, TypeError, ValueError):
+        return None  # a spec function written for float64 only: no baseline, judged without
+    dtype = next(v.dtype for v in params.values() if is_float(v))
+    leaves = result.values() if isinstance(result, Mapping) else [result]
+    if any(np.asarray(v).dtype != dtype for v in leaves):
+        return None
+    return result
+
+
+def lower_precision_hint(actual: Any, expected: Any, *, policy: str) -> str | None:
+    """For a result that failed its norm-wise tolerance: a line saying its error is the size
+    of a lower precision's rounding (bfloat16, float16/TF32, float32 in a float64 case), or
+    None where it is not (a bug is usually far larger, or the statistic not informative)."""
+    dtype = JUDGED.get(policy)
+    if dtype is None:
+        return None
+    found = measure(actual, expected, dtype)
+    relative = found.error * FORMATS[dtype]
+    if found.elements < MIN_ELEMENTS or not COARSE[dtype] < found.error:
+        return None
+    nearest = _nearest_format(relative)
+    if nearest in (dtype, "float64") or relative > 8 * FORMATS["bfloat16"]:
+        return None
+    return (f"the error is the size of {nearest} rounding (relative {relative:.3g} over "
+            f"{found.elements} elements, {found.error:.3g} times {dtype}'s unit roundoff): "
+            f"the arithmetic probably ran in {nearest}, not the case's {dtype}")

@@ -1,0 +1,133 @@
+"""The float64 reference trajectory from a seeded start, cached: what ``Reference.train``
+computes from there, step by step, kept so that the checks before timing and every audited
+round counted from the start (checking/phases.py) ask for steps instead of replaying them all.
+
+A state of a large model is megabytes (a GPT's params and Adam's two slots), so only
+checkpoints are kept, not every step; the cost of a query is bounded by the checkpoint
+interval, and the memory of a trajectory by CHECKPOINT_BYTES.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from pytest_mlbench.workloads import data
+from pytest_mlbench.workloads.optim import Optimizer
+from pytest_mlbench.workloads.spec import Arrays
+
+# steps between checkpoints: a query replays fewer than this. An audit asks for three steps
+# around the one it checks, and a reference step of a float64 ViT costs ~0.25 s (an oracle
+# call), so every step is kept while memory allows
+CHECKPOINT_EVERY = 1
+# beyond this a trajectory keeps every other checkpoint (a default-size GPT with Adam: every
+# 4th step at most; the MLP keeps all 128 steps in 2 MB)
+CHECKPOINT_BYTES = 256 << 20
+
+State = tuple[Arrays, Arrays]  # (params, optimizer state), float64
+# Reference.step: (optimizer, params, state, inputs, dtype, *, cached) -> (loss, params, state)
+Step = Callable[..., tuple[float, Arrays, Arrays]]
+Guard = Callable[[], contextlib.AbstractContextManager[Any]]
+
+
+class Trajectory:
+    """The reference's steps from one start with fresh optimizer state, each exactly as
+    ``Reference.train`` takes it (step ``n`` is the state after ``n`` steps; the loss of step
+    ``n`` is before it), computed once and extended as later steps are asked for.
+
+    A state of a large model is megabytes, so only checkpoints are kept (every ``every`` steps,
+    stored at the dtype: each state was rounded to it, so storing it there loses nothing) and
+    the furthest state; any other step is replayed from the checkpoint before it, fewer than
+    ``every`` steps. Checkpoints beyond CHECKPOINT_BYTES thin out (``every`` doubles). The
+    gradients bypass the Reference's value cache, which a hundred steps would empty of every
+    value the checks ask for again. One lock: a second thread asking for the same steps waits
+    for them rather than computing them too."""
+
+    def __init__(self, step: Step, optimizer: Optimizer, params: Arrays, inputs: Arrays,
+                 dtype: Any, guard: Guard = contextlib.nullcontext) -> None:
+        self.step, self.optimizer, self.dtype = step, optimizer, dtype
+        self.guard = guard  # around each walk (one BLAS thread: once, not at every step)
+        self.inputs = data.widen(inputs)
+        start = data.widen(params)
+        self.start: State = (start, optimizer.init_state(start))
+        self.every = CHECKPOINT_EVERY
+        self.checkpoints: dict[int, State] = {}  # at the dtype; step 0 is self.start
+        self._head: tuple[int, State] = (0, self.start)  # the furthest step computed
+        self._losses: list[float] = []  # as many as the head's step
+        self._lock = threading.Lock()
+
+    def losses(self, steps: int) -> list[float]:
+        """The loss before each of the first ``steps`` steps."""
+        with self._lock, self.guard():
+            head, state = self._head
+            for step in range(head, steps):
+                state = self._advance(step, state)
+            return self._losses[:steps]
+
+    def state(self, step: int) -> State:
+        """Params and optimizer state after ``step`` steps."""
+        return self.states(step, step)[step]
+
+    def states(self, first: int, last: int) -> dict[int, State]:
+        """Params and optimizer state after each of ``first`` to ``last`` steps, inclusive
+        (float64; shared with the trajectory: read them, do not modify them)."""
+        if not 0 <= first <= last:
+            raise ValueError(f"steps {first} to {last}: need 0 <= first <= last")
+        with self._lock, self.guard():
+            step, state = self._before(first)
+            found = {}
+            while True:
+                if step >= first:
+                    found[step] = state
+                if step == last:
+                    return found
+                state = self._advance(step, state)
+                step += 1
+
+    def _before(self, step: int) -> tuple[int, State]:
+        """The nearest state kept at or before ``step``: the head, a checkpoint, the start."""
+        head, state = self._head
+        if head <= step:
+            return head, state
+        mark = max((s for s in self.checkpoints if s <= step), default=0)
+        if not mark:
+            return 0, self.start
+        params, opt_state = self.checkpoints[mark]
+        return mark, (_widened(params), _widened(opt_state))
+
+    def _advance(self, step: int, state: State) -> State:
+        """From ``state`` after ``step`` steps, one more. Past the head the trajectory grows:
+        the step's loss, the new head and, every ``every`` steps, a checkpoint."""
+        loss, params, opt_state = self.step(self.optimizer, *state, self.inputs, self.dtype,
+                                            cached=False)
+        if step == len(self._losses):
+            self._losses.append(loss)
+            self._head = (step + 1, (params, opt_state))
+            self._checkpoint(step + 1, params, opt_state)
+        return params, opt_state
+
+    def _checkpoint(self, step: int, params: Arrays, opt_state: Arrays) -> None:
+        if step % self.every:
+            return
+        self.checkpoints[step] = (_compact(params, self.dtype), _compact(opt_state, self.dtype))
+        while _nbytes(self.checkpoints) > CHECKPOINT_BYTES:
+            self.every *= 2  # memory before replay time: every other checkpoint goes
+            self.checkpoints = {s: c for s, c in self.checkpoints.items() if not s % self.every}
+
+
+def _compact(tree: Mapping[str, np.ndarray], dtype: Any) -> Arrays:
+    """A state rounded to ``dtype``, stored there (exactly); Adam's step count stays float64."""
+    return {k: v if k == "count" else np.asarray(v).astype(dtype) for k, v in tree.items()}
+
+
+def _widened(tree: Mapping[str, np.ndarray]) -> Arrays:
+    return {k: np.asarray(v).astype(np.float64) for k, v in tree.items()}
+
+
+def _nbytes(checkpoints: Mapping[int, State]) -> int:
+    return sum(v.nbytes for state in checkpoints.values() for tree in state
+               for v in tree.values())

@@ -1,0 +1,317 @@
+"""The parent's side of the workers: one FrameworkPool per (framework, worker count) and pass.
+
+A single-device case runs in a pool of one worker; a data-parallel case of N workers runs in
+a pool of N ranks (torch: one process per rank over gloo or NCCL) or in one process that owns
+N devices (JAX: a Mesh; on CPU the N host devices come from XLA_FLAGS). Either way the case
+answers the same commands, each rank replying, and the parent checks the ranks agree.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_mlbench import threads as threading_
+from pytest_mlbench.engine import allocator
+from pytest_mlbench.engine.launcher import (
+    Launch,
+    Pool,
+    WorkerCrashed,
+    WorkerError,
+    WorkerSpec,
+    free_loopback_port,
+)
+
+TARGET = "pytest_mlbench.engine.framework_worker:build"
+START_TIMEOUT_S = 300.0  # spawn + import tensorflow + warm-up on a loaded 2-core machine
+TF_XLA_CACHE_FLAG = "--tf_xla_persistent_cache_directory"  # in TF_XLA_FLAGS: switched off
+CALL_TIMEOUT_S = 600.0  # one command (a timed turn gets what its rounds should take, more)
+
+
+class CaseFailed(AssertionError):
+    """A check failed inside the worker; the message is the check's."""
+
+
+class CaseSkipped(Exception):
+    """The case cannot run here (missing device, unsupported dtype)."""
+
+
+class CaseError(RuntimeError):
+    """The implementation raised; the message carries its traceback."""
+
+
+@dataclass(frozen=True)
+class Side:
+    """Where a worker's code comes from: this environment (the default) or, for the A/B
+    gate, another revision's tree (``path``) or another environment's interpreter."""
+
+    name: str = ""
+    python: str = ""
+    path: tuple[str, ...] = ()
+    root: str = ""  # the suites folder on this side
+
+
+@dataclass(frozen=True)
+class PoolKey:
+    framework: str
+    workers: int
+    side: str = ""
+    slot: int = 0  # one of several equivalent pools (a session that times nothing has one a core)
+
+
+@dataclass
+class FrameworkPool:
+    key: PoolKey
+    registry_entry: str
+    threads: int
+    affinity: str
+    caches: str  # the session's compile-cache folder ("" for none)
+    side: Side = field(default_factory=Side)
+    compiler: bool = True  # warm the framework's compiler up at start (it serves compiled cases)
+    launch: Launch | None = None  # what the workers start from (default: this process, now)
+    pool: Pool | None = None
+    info: list[dict[str, Any]] = field(default_factory=list)
+    ended: str = ""  # why the workers ended, when a command found them dead or hung
+
+    def live(self) -> Pool:
+        """The running pool; a case that still holds this pool after its workers ended (a
+        crash in another case of the group, a kill) gets one line saying what ended them."""
+        if self.pool is None:
+            why = self.ended or "it was closed"
+            raise WorkerCrashed(f"the {self.key.framework} worker this case was built in is "
+                                f"gone: {why}")
+        return self.pool
+
+    def _call(self, command: str, payload: Any = None, timeout: float | None = None,
+              label: str = "") -> list[Any]:
+        try:
+            return self.live().call(command, payload, timeout, label)
+        except WorkerError as exc:
+            self.ended = self.ended or str(exc)
+            raise
+
+    def start(self) -> None:
+        self.spawn()
+        self.started()
+
+    def spawn(self) -> None:
+        """Start the processes (see Pool.spawn); ``started`` waits for them."""
+        launch = self.launch or Launch.now()
+        world, env, cores, dp = self._layout(launch.environ)
+        threads = self.per_worker_threads(world)
+        config = {"framework": self.key.framework,
+                  "registry": {self.key.framework: self.registry_entry},
+                  "threads": threads, "affinity": self.affinity, "compiler": self.compiler,
+                  "free_cores": threading_.cores(), "dp": dp}
+        env = {**threading_.environment(threads), **allocator.ENV,
+               **compile_caches(self.caches, launch.environ), **env}
+        spec = WorkerSpec(TARGET, world, config, env, self.side.python, self.side.path, cores,
+                          launch)
+        self.pool = Pool(spec, start_timeout=START_TIMEOUT_S, timeout=CALL_TIMEOUT_S,
+                         failed=lambda reply: isinstance(reply, dict) and "ok" not in reply)
+        self.pool.spawn()
+
+    def started(self) -> None:
+        self.live().started()
+        self.info = self._call("info")
+
+    def per_worker_threads(self, world: int) -> int:
+        """``--mlbench-threads`` for one device; shared between the ranks of a data-parallel
+        pool (one each at least); at least one per device in a process that owns several."""
+        if self.key.workers == 1:
+            return self.threads
+        if world == 1:
+            return max(self.threads, self.key.workers)
+        return max(1, self.threads // world)
+
+    def _layout(self, environ: Mapping[str, str],
+                ) -> tuple[int, dict[str, str], list[list[int]], dict[str, Any]]:
+        """Ranks, environment, cores per rank and data-parallel settings of this pool. A
+        data-parallel case gets a core per device where the machine has them, whichever
+        framework runs it: torch's ranks one each, JAX's one process all of them."""
+        available = threading_.cores()
+        n = self.key.workers
+        mine = available[:self.threads if n == 1 else max(self.threads, n)]
+        if n == 1:
+            return 1, {}, [mine], {}
+        if self.key.framework == "jax":
+            flags = environ.get("XLA_FLAGS", "")
+            # N host devices for a CPU mesh; JAX_PLATFORMS left as it is, so that a GPU case's
+            # mesh sees the GPUs (jax_mesh asks for the case's own platform)
+            return 1, {"XLA_FLAGS": f"{flags} --xla_force_host_platform_device_count={n}".strip()}, \
+                [available[:self.per_worker_threads(1)]], {"workers": n}
+        per = _split(mine, n)
+        return n, {"GLOO_SOCKET_IFNAME": "lo"}, per, {
+            "workers": n, "init_method": f"tcp://127.0.0.1:{free_loopback_port()}",
+            "timeout_s": CALL_TIMEOUT_S}
+
+    # -- commands -----------------------------------------------------------------------------
+
+    def _values(self, replies: Sequence[Mapping[str, Any]]) -> list[Any]:
+        for rank, reply in enumerate(replies):
+            where = f" (rank {rank})" if len(replies) > 1 else ""
+            if "skip" in reply:
+                raise CaseSkipped(reply["skip"])
+            if "fail" in reply:
+                raise CaseFailed(reply["fail"] + where)
+            if "error" in reply:
+                frames = implementation_frames(reply.get("traceback", ""))
+                raise CaseError(f"{reply['error']}{where}" + (f"\n{frames}" if frames else ""))
+        return [r["ok"] for r in replies]
+
+    def open(self, spec: dict[str, Any]) -> int:
+        handles = self._values(self._call("open", spec))
+        return int(handles[0])
+
+    def case(self, handle: int, method: str, *args: Any, timeout: float | None = None,
+             ) -> list[Any]:
+        """The command's value on every rank (one entry for a single-device case)."""
+        return self._values(self._call("case", (handle, method, args), timeout,
+                                       label=f"case {method}"))
+
+    def close_case(self, handle: int) -> None:
+        if self.pool is not None:
+            self._call("close", handle)
+
+    def peak(self, dtype: str) -> float | None:
+        return self._call("peak", dtype)[0]  # type: ignore[no-any-return]
+
+    def pause(self) -> None:
+        if self.pool is not None:
+            self.pool.pause()
+
+    def close(self, kill: bool = False) -> None:
+        if self.pool is not None:
+            self.pool.close(kill)
+            self.pool = None
+
+
+
+@dataclass
+class Pools:
+    """A campaign's framework pools, by key: started together as a pass begins, one let run
+    while a case is timed (every other worker stopped), all killed as the pass ends."""
+
+    registry: Mapping[str, str]  # framework -> registry entry
+    threads: int
+    affinity: str
+    launch: Launch | None = None
+    caches: str = ""  # the session's compile-cache folder, set as the campaign starts
+    live: dict[PoolKey, FrameworkPool] = field(default_factory=dict)
+
+    def new(self, key: PoolKey, side: Side, compiler: bool) -> FrameworkPool:
+        return FrameworkPool(key, self.registry[key.framework], self.threads, self.affinity,
+                             self.caches, side=side, compiler=compiler, launch=self.launch)
+
+    def get(self, key: PoolKey) -> FrameworkPool | None:
+        return self.live.get(key)
+
+    def __getitem__(self, key: PoolKey) -> FrameworkPool:
+        return self.live[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.live
+
+    def running(self, key: PoolKey, side: Side, compiler: bool) -> FrameworkPool:
+        """The pool of ``key``, started now if the pass start left it out (or it died)."""
+        pool = self.live.get(key)
+        if pool is None or pool.pool is None:
+            pool = self.new(key, side, compiler)
+            pool.start()
+            self.live[key] = pool
+        return pool
+
+    def start(self, wanted: Mapping[PoolKey, tuple[Side, bool]]) -> None:
+        """Start the pools of ``wanted`` (key -> side, compiler warm-up) that are not running,
+        all at once (importing TensorFlow or warming inductor up is seconds of CPU each: the
+        cores share it); a single one is left to start when a case asks for it. A pool that
+        fails to start is left out: its cases meet the failure again, and report it, when
+        they ask for it."""
+        fresh = [self.new(key, side, compiler) for key, (side, compiler) in wanted.items()
+                 if key not in self.live or self.live[key].pool is None]
+        if len(fresh) < 2:
+            return
+        spawned = []
+        for pool in fresh:
+            try:
+                pool.spawn()
+                spawned.append(pool)
+            except Exception:  # noqa: BLE001 - reported when a case asks for this pool
+                pool.close(kill=True)
+        for pool in spawned:
+            try:
+                pool.started()
+            except Exception:  # noqa: BLE001 - as above
+                pool.close(kill=True)
+                continue
+            self.live[pool.key] = pool
+
+    def pause_all_but(self, pool: FrameworkPool) -> None:
+        for other in self.live.values():
+            if other is not pool:
+                other.pause()
+
+    def stop(self) -> None:
+        """From another thread: end every worker now, so that a call in flight returns."""
+        for pool in list(self.live.values()):
+            pool.close()
+
+    def close(self) -> None:
+        """End of a pass (or of the campaign): the workers' work is done and checked, and they
+        keep nothing (compile caches are written as they compile), so they are killed rather
+        than left to tear their frameworks down on the cores."""
+        for key, pool in list(self.live.items()):
+            pool.close(kill=True)
+            del self.live[key]
+
+
+def implementation_frames(text: str) -> str:
+    """A worker's traceback without the harness's frames: the implementation's lines (and the
+    libraries it called) are what its author needs; a failure the harness raised about the
+    implementation (build() returned None) is its one line, with no frames at all."""
+    harness = f"{os.sep}pytest_mlbench{os.sep}"
+    kept: list[str] = []
+    keep = False
+    for line in text.splitlines():
+        if line.startswith('  File "'):
+            keep = harness not in line and '"<frozen ' not in line
+            if keep:
+                kept.append(line)
+        elif line.startswith("    ") and keep:
+            kept.append(line)
+    return "Traceback (most recent call last):\n" + "\n".join(kept) if kept else ""
+
+
+def compile_caches(folder: str, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """Where the frameworks keep compiled code. torch's inductor (FX graph and kernel caches)
+    and numba (``cache=True``) share one folder per session, empty at the start: what the
+    first pass reports as compile time is a cold compile, and later passes load the same
+    kernels instead of building them again.
+
+    XLA (JAX, and TensorFlow's jit_compile functions) compiles afresh in every process, the
+    way a user's process does unless it configures a persistent cache: an executable loaded
+    from XLA's persistent cache ran 7-25% faster in a worker than the same program compiled
+    in it (jax-jit lstm 11.8-13.5 ms a step in the processes that loaded it, 14.4-16.2 in
+    those that compiled it), so one process compiling and the others loading measured two
+    different things, and the first pass of every JAX and TensorFlow case read 5-35% slower
+    than the rest. A persistent cache the user's environment configures is switched off in
+    the workers for the same reason. TensorFlow's AutoGraph writes converted source to
+    temporary files that a killed worker cannot delete: they go to the folder too."""
+    xla = " ".join(flag for flag in environ.get("TF_XLA_FLAGS", "").split()
+                   if not flag.startswith(TF_XLA_CACHE_FLAG))
+    off = {"JAX_ENABLE_COMPILATION_CACHE": "false", "TF_XLA_FLAGS": xla}
+    if not folder:
+        return off
+    return {**off, "TORCHINDUCTOR_CACHE_DIR": os.path.join(folder, "inductor"),
+            "NUMBA_CACHE_DIR": os.path.join(folder, "numba"),
+            "MLBENCH_TF_SCRATCH": os.path.join(folder, "tf-tmp")}
+
+
+def _split(cores: list[int], n: int) -> list[list[int]]:
+    """``n`` disjoint shares of ``cores`` (shared round-robin when there are fewer cores)."""
+    if len(cores) >= n:
+        size = len(cores) // n
+        return [cores[i * size:(i + 1) * size] for i in range(n)]
+    return [[cores[i % len(cores)]] for i in range(n)]

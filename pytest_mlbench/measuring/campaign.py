@@ -1,0 +1,469 @@
+"""The measurement campaign of a session: every selected case, in several fresh processes.
+
+Variance lives between processes, so each case is sampled in ``processes`` passes, each pass
+with fresh workers (one framework per process: frameworks' thread pools never share a timed
+process). A pass alternates two kinds of phase, comparison group by comparison group:
+
+- **untimed** (``untimed.UntimedJobs``, one job per core at once, never two on one worker):
+  the previous group's audits and checks after timing, and this group's building, compiling
+  and checks before timing. Nothing is timed, so the cores may be shared;
+- **timed**, alone: the matmul peaks, then the group's timed rounds interleaved in cycles, in
+  a shuffled (seeded) order, each turn with every other worker stopped (SIGSTOP) and on the
+  case's own cores, so a slow period of the host falls on every implementation alike instead
+  of on whichever ran then.
+
+The first pass is the full one (measuring/case_run.py): every check, the cold compile time (the
+compile caches start empty), the first call and the peak memory. Later passes load torch's
+and numba's kernels from those caches (XLA compiles in every process: engine/workers.
+compile_caches) and repeat only the checks a fresh process needs; every pass's
+timed rounds are audited.
+
+An A/B session has two lanes, the base revision's cases and this one's: their workers live
+side by side, a case's base and head turns follow each other (ABAB, the order alternating by
+cycle), and pass i of the base pairs with pass i of the head.
+
+A session that times nothing (``--benchmark-disable``) has one untimed phase: every case is
+built, checked, run once (audited) and checked again, one job per core at once.
+
+The campaign drives; others do the parts: the workers' pools (engine/workers.Pools), the timed
+phase's layout (measuring/schedule.py), a case's collected results and its record (measuring/outcome.py), the
+progress lines (measuring/progress.py).
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+
+from pytest_mlbench import threads as threading_
+from pytest_mlbench.checking import phases
+from pytest_mlbench.checking.asserts import tolerances
+from pytest_mlbench.checking.oracle_client import OracleService
+from pytest_mlbench.checking.reference import Reference, one_blas_thread
+from pytest_mlbench.engine import leftovers
+from pytest_mlbench.engine.launcher import Launch, WorkerError
+from pytest_mlbench.engine.pools import (
+    CaseError,
+    CaseFailed,
+    CaseSkipped,
+    FrameworkPool,
+    PoolKey,
+    Pools,
+    Side,
+)
+from pytest_mlbench.errors import Unavailable, Unsupported
+from pytest_mlbench.measuring import schedule
+from pytest_mlbench.measuring.case_run import TURN_WARMUP, CaseRun
+from pytest_mlbench.measuring.hostspeed import HostProbe
+from pytest_mlbench.measuring.outcome import CaseState, Outcome, key_of, outcome_of
+from pytest_mlbench.measuring.progress import Progress
+from pytest_mlbench.measuring.untimed_jobs import Job, UntimedJobs
+from pytest_mlbench.precision import POLICIES
+from pytest_mlbench.workloads import data
+from pytest_mlbench.workloads.case import CaseId
+from pytest_mlbench.workloads.catalogue import Catalogue
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How the campaign measures."""
+
+    timing: bool  # False: --benchmark-disable (check everything, time nothing)
+    processes: int
+    threads: int
+    affinity: str
+    seed: int
+    size: str
+    max_time: float  # seconds of timed rounds per case, over all passes
+    min_rounds: int  # recorded rounds per case, over all passes
+
+
+@dataclass(frozen=True)
+class Lane:
+    """One side's cases: this revision's (the default side) or, for A/B, the base's."""
+
+    side: Side
+    catalogue: Catalogue
+    cases: tuple[CaseId, ...]
+
+
+class Campaign:
+    def __init__(self, lanes: Sequence[Lane], plan: Plan, registry: Mapping[str, str],
+                 oracle: OracleService, progress: Callable[[str], None] = lambda line: None,
+                 launch: Launch | None = None) -> None:
+        self.plan, self.oracle = plan, oracle
+        # what every worker starts from: ``launch`` (default: this process, then)
+        self.pools = Pools(registry, plan.threads, plan.affinity, launch)
+        self.states: dict[str, CaseState] = {}
+        for lane in lanes:
+            for cid in lane.cases:
+                self.states[key_of(lane.side, cid)] = CaseState(cid, lane)
+        self.references: dict[tuple[str, str, str], Reference] = {}
+        self.contexts: dict[str, phases.Context] = {}
+        self.peaks: dict[str, float] = {}
+        self.peaked: set[tuple[int, PoolKey, str]] = set()
+        self.host = HostProbe()  # the host's speed before each timed pass (measuring/hostspeed.py)
+        self.pass_no = 0  # the pass under way (0: the first, the one that reports compile time)
+        self.progress = Progress(progress, len(self._groups()),
+                                 plan.processes if plan.timing else 1, time.monotonic())
+        self.cancelled = False
+        # untimed jobs side by side, one per core of the session (they share nothing but
+        # the oracle, which serialises its own calls)
+        self.untimed = UntimedJobs(len(threading_.cores()), interrupt=self.cancel)
+
+    # -- the whole campaign ---------------------------------------------------------------------
+
+    def run(self) -> dict[str, Outcome]:
+        """Every case's outcome, by ``key_of(side, case)`` (the case name on the default side)."""
+        self.progress.started = started = time.monotonic()
+        passes = self.progress.passes
+        self.pools.caches = leftovers.temp_folder("mlbench-caches-")  # removed even if killed
+        try:
+            # the parent's own NumPy (references, audits) on one BLAS thread for the whole
+            # campaign: it never leaves spinning threads on a core, and threads share it
+            with one_blas_thread():
+                for p in range(passes):
+                    if self.plan.timing:
+                        self._pass(p)
+                        if p == 0:
+                            self.progress.first_pass_s = time.monotonic() - started
+                    else:
+                        self._check_only()
+        finally:
+            self.pools.close()
+            self.oracle.close()
+            self.untimed.close()  # after the workers its threads may have started
+            shutil.rmtree(self.pools.caches, ignore_errors=True)
+        return {key: outcome_of(state, self.plan, self.peaks)
+                for key, state in self.states.items()}
+
+    def _pass(self, p: int) -> None:
+        """One pass: per group an untimed phase (the previous group's finish, this group's
+        prepare) and a timed phase."""
+        self.pass_no = p
+        self.oracle.pause()  # no worker is alive yet: the probe has the cores to itself
+        self.host.take()
+        self._start_pools()
+        done = p * len(self._groups())
+        timed: list[CaseRun] = []  # the group timed last, still to be finished
+        last: tuple[str, float] | None = None
+        for group, states in self._groups():
+            if self.cancelled:
+                raise KeyboardInterrupt("the campaign was cancelled")
+            alive = [s for s in states if s.alive]
+            begun = time.monotonic()
+            runs = self._untimed_phase(timed, alive, p)
+            if last is not None:
+                done += 1
+                self.progress.group_done(p, *last, len(timed), done)
+            timed, last = runs, (group, begun)
+            for run in runs:
+                self.progress.long_case(p, run.spec["name"], run.round_s, self.rounds_for(run),
+                                        run.compile_s)
+            if runs:
+                self._measure_peaks(runs, p)
+                self._interleave(runs, p)
+        self._untimed_phase(timed, [], p)
+        if last is not None:
+            self.progress.group_done(p, *last, len(timed), done + 1)
+        self.pools.close()
+
+    def _untimed_phase(self, finish: Sequence[CaseRun], prepare: Sequence[CaseState],
+                       p: int) -> list[CaseRun]:
+        """Finish ``finish`` and prepare ``prepare``, side by side; the prepared runs."""
+        for state in prepare:  # contexts (seeded data) before the jobs: they share them
+            self._context_or_fail(state)
+        prepared: dict[str, CaseRun] = {}
+
+        def prepare_one(state: CaseState, key: PoolKey) -> None:
+            run = self._prepare(state, p, key)
+            if run is not None:
+                prepared[state.key] = run
+
+        jobs = [Job((run.pool.key,), partial(self._finish_on, run, p)) for run in finish]
+        jobs += [Job((self._pool_key(s),), partial(prepare_one, s)) for s in prepare if s.alive]
+        self.untimed.run(jobs)
+        return [prepared[s.key] for s in prepare if s.key in prepared]
+
+    def _check_only(self) -> None:
+        """Nothing is timed: each case is one untimed job (prepare, one audited turn,
+        finish), one job per core at once, across groups."""
+        self._start_pools()
+        for state in self.states.values():
+            self._context_or_fail(state)
+        groups = self._groups()
+        left = {group: sum(s.alive for s in states) for group, states in groups}
+        begun: dict[str, float] = {}
+        lock = threading.Lock()  # the jobs' threads count down together
+
+        def one(state: CaseState, key: PoolKey) -> None:
+            if self.cancelled:
+                raise KeyboardInterrupt("the campaign was cancelled")
+            group = state.cid.group
+            with lock:
+                begun.setdefault(group, time.monotonic())
+            run = self._prepare(state, 0, key)
+            if run is not None:
+                run.audits = {1}
+                self._turn(run, 1, 0, discard=0, alone=False)
+                self._finish(run, 0)
+            with lock:
+                left[group] -= 1
+                if left[group]:
+                    return
+                done = sum(1 for n in left.values() if not n)
+            self.progress.group_done(0, group, begun[group], 0, done, timed=False)
+
+        self.untimed.run([Job(self._slots(s), partial(one, s))
+                          for _, states in groups for s in states if s.alive])
+        self.pools.close()
+
+    def cancel(self) -> None:
+        """From another thread, or on Ctrl-C: stop at the next group, and end the workers now
+        so that a call in flight returns."""
+        self.cancelled = True
+        self.pools.stop()
+
+    def _groups(self) -> list[tuple[str, list[CaseState]]]:
+        groups: dict[str, list[CaseState]] = {}
+        for state in self.states.values():
+            groups.setdefault(state.cid.group, []).append(state)
+        return list(groups.items())
+
+    # -- pools ----------------------------------------------------------------------------------
+
+    @staticmethod
+    def _pool_key(state: CaseState, slot: int = 0) -> PoolKey:
+        cid = state.cid
+        return PoolKey(cid.framework, cid.workers, state.lane.side.name, slot)
+
+    def _slots(self, state: CaseState) -> tuple[PoolKey, ...]:
+        """The pools a case may run on. A session that times nothing may keep a pool of each
+        framework per core, so that one framework's compilations (torch.compile's of every
+        workload) need not wait for each other; the later ones start only when a job needs
+        them (UntimedJobs prefers a job's first pool). A timed pass has one pool a framework."""
+        slots = 1 if self.plan.timing else self.untimed.width
+        return tuple(self._pool_key(state, slot) for slot in range(slots))
+
+    def _finish_on(self, run: CaseRun, p: int, key: PoolKey) -> None:
+        self._finish(run, p)
+
+    def _pool(self, state: CaseState, key: PoolKey) -> FrameworkPool:
+        """The case's pool, started now if the pass start left it out (or it died). Called
+        by one job at a time per pool key (UntimedJobs)."""
+        if self.cancelled:
+            raise KeyboardInterrupt("the campaign was cancelled")
+        return self.pools.running(key, state.lane.side, self._compiled(key))
+
+    def _compiled(self, key: PoolKey) -> bool:
+        """Does the pool warm its framework's compiler up at start? Only where compile times
+        are reported (a timed session's first pass) and a live case of the pool compiles
+        (anything but eager): a session that times nothing reports none, later passes report
+        the first pass's, and the warm-up (inductor's start-up and first C++ build, 3-12 s of
+        CPU per worker here) would be spent for nothing."""
+        return self.plan.timing and self.pass_no == 0 and any(
+            s.cid.variant != "eager" for s in self.states.values()
+            if s.alive and key in self._slots(s))
+
+    def _start_pools(self) -> None:
+        """Start the pools this pass will use at once (Pools.start); of a framework's spare
+        pools (a session that times nothing) none: they start when a job first needs one."""
+        wanted: dict[PoolKey, tuple[Side, bool]] = {}
+        for state in self.states.values():
+            cid = state.cid
+            key = self._slots(state)[0]
+            if state.alive and key not in wanted and not cid.workload.unsupported_reason(
+                    cid.framework, cid.variant, cid.device, cid.precision, cid.task.label):
+                wanted[key] = (state.lane.side, self._compiled(key))
+        if not self.cancelled:
+            self.pools.start(wanted)
+
+    def _activate(self, pool: FrameworkPool) -> None:
+        """Only ``pool`` runs: every other worker (and the oracle) is stopped."""
+        self.pools.pause_all_but(pool)
+        self.oracle.pause()
+
+    # -- one case ---------------------------------------------------------------------------------
+
+    def _context(self, state: CaseState) -> phases.Context:
+        cid, lane = state.cid, state.lane
+        if state.key not in self.contexts:
+            policy = POLICIES[cid.precision]
+            inputs, params = data.seeded_start(cid.workload, cid.shape, self.plan.seed, policy)
+            ref_key = (lane.side.name, cid.workload.name, cid.shape.label)
+            if ref_key not in self.references:
+                self.references[ref_key] = Reference(
+                    cid.workload, cid.shape, self.plan.seed,
+                    str(lane.catalogue.folder(cid.workload.name)), self.oracle)
+            side = f" [{lane.side.name}]" if lane.side.name else ""
+            self.contexts[state.key] = phases.Context(
+                cid, self.references[ref_key], policy,
+                tolerances(cid.precision, cid.workload.tolerances), inputs, params,
+                f"{cid.framework} {cid.variant} ({cid.name}){side}")
+            state.digest = data.digest(inputs, params)
+        return self.contexts[state.key]
+
+    def _context_or_fail(self, state: CaseState) -> None:
+        """The case's context, made in the session's thread before its jobs run (the jobs
+        share the references); a case whose data cannot be made fails here."""
+        if not state.alive:
+            return
+        try:
+            self._context(state)
+        except BaseException as exc:  # noqa: BLE001 - recorded as the case's outcome
+            self._fail(state, exc)
+
+    def _prepare(self, state: CaseState, p: int, key: PoolKey) -> CaseRun | None:
+        cid = state.cid
+        run = None
+        try:
+            reason = cid.workload.unsupported_reason(cid.framework, cid.variant, cid.device,
+                                                     cid.precision, cid.task.label)
+            if reason:
+                raise Unsupported(reason)
+            ctx = self._context(state)
+            self._verify_reference(ctx)
+            pool = self._pool(state, key)
+            spec = cid.spec(state.lane.side.root or str(state.lane.catalogue.root),
+                            self.plan.size, self.plan.seed)
+            run = CaseRun(ctx, pool, spec, cid.shape.steps_per_call, full=p == 0)
+            state.environment.setdefault("workers", [dict(i) for i in pool.info])
+            run.prepare(self.plan.threads, self.plan.affinity == "pin",
+                        pretouch=self.plan.timing)
+            state.environment.setdefault("pinned", []).append(run.pinned)
+            if run.heap:
+                state.environment.setdefault("heap", []).append(run.heap)
+            if p == 0:
+                state.first_call_s = run.checked_step_s[0] if run.checked_step_s else None
+            return run
+        except BaseException as exc:  # noqa: BLE001 - each kind of failure is recorded below
+            self._fail(state, exc, run.pool if run else self.pools.get(key))
+            self._close_case(run)
+            return None
+
+    def _verify_reference(self, ctx: phases.Context) -> None:
+        cid = ctx.cid
+        probe = None if cid.task.kind == "train" else phases.probe_of(ctx, 0)
+        ctx.reference.verify(cid.task, ctx.inputs, ctx.params, probe)
+
+    def _state(self, run: CaseRun) -> CaseState:
+        return self.states[key_of(run.pool.side, run.ctx.cid)]
+
+    def _finish(self, run: CaseRun, p: int) -> None:
+        state = self._state(run)
+        try:
+            facts = run.finish()
+            if p == 0:
+                state.compile_s = run.compile_s
+                state.environment["peak_memory"] = facts["peak_memory"]
+            if run.seconds and self.plan.timing:
+                state.passes.append(list(run.seconds))
+                steps = len(run.faults) * run.calls
+                state.faults.append(sum(run.faults) / steps if steps else 0.0)
+            state.checks.setdefault("audited_rounds", []).append(facts["audited_rounds"])
+            state.checks.setdefault("uncounted_rounds", []).append(facts["uncounted_rounds"])
+            state.checks.setdefault("audit_secrets", []).append(facts["audit_secret"])
+            state.checks.setdefault("clocks", []).append(facts["clock"])
+            state.checks["compiles"] = facts["compiles"]
+            state.checks["census"] = facts["census"]
+            state.checks["arithmetic"] = dict(run.ctx.arithmetic)  # verify.check_arithmetic
+        except BaseException as exc:  # noqa: BLE001
+            self._fail(state, exc, run.pool)
+        finally:
+            self._close_case(run)
+
+    def _close_case(self, run: CaseRun | None) -> None:
+        if run is None:
+            return
+        try:
+            run.close()
+        except WorkerError:
+            run.pool.close()  # a dead worker: the next case starts a new one
+
+    def _fail(self, state: CaseState, exc: BaseException,
+              pool: FrameworkPool | None = None) -> None:
+        if isinstance(exc, KeyboardInterrupt | SystemExit):
+            raise exc
+        if isinstance(exc, CaseSkipped | Unavailable | Unsupported):
+            state.outcome = Outcome("skipped", str(exc))
+        elif isinstance(exc, CaseFailed | AssertionError):
+            state.outcome = Outcome("failed", str(exc))
+        elif isinstance(exc, WorkerError):
+            state.outcome = Outcome("error", f"{state.cid.name}: the worker failed: {exc}")
+            # this case's pool only (its job holds it): the next case starts a new one
+            broken = pool or self.pools.get(self._pool_key(state))
+            if broken is not None:
+                broken.close()
+        elif isinstance(exc, CaseError):
+            state.outcome = Outcome("error", f"{state.cid.name}: the implementation raised "
+                                             f"{exc}")
+        else:
+            state.outcome = Outcome("error", f"{state.cid.name}: {type(exc).__name__}: {exc}")
+
+    # -- timing ------------------------------------------------------------------------------
+
+    def _measure_peaks(self, runs: Sequence[CaseRun], p: int) -> None:
+        """Each framework's best matmul at each dtype in use, once in every process (every
+        process is treated alike: a large matmul leaves a framework's runtime warmer); the
+        session keeps the best."""
+        wanted = {(run.pool.key, run.ctx.policy.dtype) for run in runs
+                  if run.pool.key.workers == 1}
+        for key, dtype in sorted(wanted, key=str):
+            if (p, key, dtype) in self.peaked:
+                continue
+            pool = self.pools[key]
+            self._activate(pool)
+            try:
+                found = pool.peak(dtype)
+            except WorkerError:
+                found = None
+            self.peaked.add((p, key, dtype))
+            if found:
+                self.peaks[dtype] = max(self.peaks.get(dtype, 0.0), float(found))
+
+    def rounds_for(self, run: CaseRun) -> int:
+        """Recorded rounds of one case in one process (schedule.rounds_per_process)."""
+        plan = self.plan
+        return schedule.rounds_per_process(run.ctx.cid.shape.rounds, run.round_s,
+                                           plan.processes, plan.max_time, plan.min_rounds)
+
+    def _interleave(self, runs: Sequence[CaseRun], p: int) -> None:
+        by_case: dict[str, list[CaseRun]] = {}
+        for run in runs:
+            by_case.setdefault(run.ctx.cid.name, []).append(run)
+        # the sides of an A/B pair take as many rounds as each other: the slower side's count
+        turns = {name: schedule.turns(max(self.rounds_for(r) for r in pair))
+                 for name, pair in by_case.items()}
+        for run in runs:  # every turn also runs TURN_WARMUP dropped rounds, auditable too
+            counts = turns[run.ctx.cid.name]
+            run.audits = schedule.audited_rounds(run.secret, run.spec["name"], p,
+                                                 sum(counts) + len(counts) * TURN_WARMUP)
+        names = list(by_case)
+        for cycle in range(schedule.CYCLES):
+            for i in schedule.cycle_order(self.plan.seed, p, cycle, len(names)):
+                pair, counts = by_case[names[i]], turns[names[i]]
+                if cycle >= len(counts):
+                    continue
+                for run in (pair if cycle % 2 == 0 else pair[::-1]):  # ABAB, then BABA
+                    self._turn(run, counts[cycle], cycle)
+
+    def _turn(self, run: CaseRun, count: int, cycle: int, discard: int = TURN_WARMUP,
+              alone: bool = True) -> None:
+        """``count`` recorded rounds of ``run``; ``alone``: every other worker stopped."""
+        state = self._state(run)
+        if count <= 0 or not state.alive:
+            return
+        if alone:
+            self._activate(run.pool)
+        try:
+            run.turn(count, discard)
+        except BaseException as exc:  # noqa: BLE001
+            self._fail(state, exc, run.pool)
+            return
+        if len(state.cycles) <= len(state.passes):
+            state.cycles.append([])
+        state.cycles[len(state.passes)] += [cycle] * count

@@ -1,0 +1,354 @@
+"""One case in one pass, from the parent: prepare (build, check), timed turns, finish.
+
+Every case, single-device or data-parallel, of every kind, goes through this one path; its
+worker pool answers the same commands whether it has one rank or several. The checks
+themselves are in checking/phases.py (checking/audit.py while timed), the references in checking/reference.py.
+
+Every pass runs the same checks before timing, in a fresh process, against references the
+first pass computed (they are cached): every framework traces and compiles the same
+functions in the same order in every process (torch and numba load from the session's
+compile caches what the first pass compiled; XLA compiles afresh: engine/workers.
+compile_caches). Every pass's timed rounds are audited: every round's results are made
+NumPy inside its clock and kept in the worker, a digest of each sent back with the turn;
+which rounds are judged is drawn from a secret only this process holds (CaseRun.secret),
+and they are fetched after their turn and checked against the digests. Inference and
+transform probes are keyed by secrets sent as each turn starts. The parent times every turn
+on its own clock and judges the worker's account of it (audit.assert_clocks_agree).
+The first pass also measures the peak memory and checks loss and gradient where training
+took the parameters; later passes skip those two, which only repeat the first pass's.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pytest_mlbench.checking import audit, phases
+from pytest_mlbench.checking.asserts import assert_identical, assert_threads
+from pytest_mlbench.engine.pools import FrameworkPool
+from pytest_mlbench.workloads import data
+
+WARMUP = 0  # round 0 is a warm-up: it runs like every other round and is never recorded
+TURN_WARMUP = 1  # rounds each timed turn runs first and drops (the worker was just resumed)
+CALL_MIN_S = 120.0  # a timed turn's timeout is 20 times what it should take, at least this
+
+
+@dataclass
+class CaseRun:
+    ctx: phases.Context
+    pool: FrameworkPool
+    spec: dict[str, Any]
+    calls: int  # steps (or calls) per timed round
+    audits: set[int] = field(default_factory=set)  # timed round numbers to audit
+    handle: int | None = None
+    round_s: float = 0.0  # the warm-up round's duration: what a round costs
+    checked_step_s: list[float] = field(default_factory=list)
+    compile_s: float | None = None
+    kept: dict[int, Any] = field(default_factory=dict)
+    seconds: list[float] = field(default_factory=list)
+    rounds_done: int = 0
+    pinned: dict[str, Any] = field(default_factory=dict)
+    faults: list[int] = field(default_factory=list)  # page faults of each recorded round
+    heap: dict[str, Any] = field(default_factory=dict)  # the pre-touch (allocator.pretouch)
+    full: bool = True  # the first pass: peak memory and the re-check after training too
+    # the parent's secret for this case in this pass: which rounds it audits, which call of
+    # an audited round, every timed call's probe key. Never sent to the worker; recorded
+    # after the run (``finish``) so the run's audits can be judged again
+    secret: int = field(default_factory=lambda: secrets.randbits(63))
+    serial_of: dict[int, int] = field(default_factory=dict)  # round number -> worker serial
+    digests: dict[int, Any] = field(default_factory=dict)  # round number -> result digest
+    keys: dict[int, list[int]] = field(default_factory=dict)  # audited round -> probe keys
+    sent: int = 0  # rounds asked of the worker so far (warm-up ones too): keys' index
+    clock: dict[str, float] = field(default_factory=lambda: {
+        "parent_s": 0.0, "worker_s": 0.0, "timed_s": 0.0, "turns": 0, "rounds": 0,
+        "between_s": 0.0, "outside_s": 0.0, "round_work_s": 0.0})
+
+    @property
+    def train(self) -> bool:
+        return self.ctx.cid.task.kind == "train"
+
+    def _call(self, method: str, *args: Any) -> Any:
+        assert self.handle is not None
+        return agree(self.pool.case(self.handle, method, *args), self.ctx.where)
+
+    # -- before timing ----------------------------------------------------------------------
+
+    def prepare(self, threads: int, pin: bool, pretouch: bool = False) -> None:
+        """Build in the worker, then every check that comes before timing; ``pretouch``
+        (a timed session): then the worker's heap is faulted in (engine/allocator.py)."""
+        self.handle = self.pool.open(self.spec)
+        for info in self.pool.info:
+            assert_threads(info["threads"], self.expected_threads(), where=self.ctx.where)
+        phases.check_start(self.ctx, self._call("start"))
+        if self.train:
+            self._prepare_train()
+        else:
+            phases.check_output(self.ctx, self._call("evaluate", 0), 0, "for the first probe")
+        # two warm-up rounds (never recorded): the faster says what a round costs; the
+        # state the second leaves is where timed round 1 starts
+        times = []
+        # "learn" (when pinning) also finds the threads that worked and pins them
+        for first in ((("learn", True),) if pin else (("round",),)) + (("round",),):
+            keys = self._keys(1)
+            warm = self._call(*first, 1, self.calls, keys)
+            times.append(float(warm["seconds"][0]))
+            self._ran([WARMUP], warm, keys)
+        self.round_s = min(times)
+        if pretouch:
+            self.heap = self._call("pretouch")
+        self.compile_s = float(self._call("compiled_seconds"))
+        self.pinned = self.pool.pool.call("info")[0]["pinned"] if self.pool.pool else {}
+
+    def expected_threads(self) -> int:
+        """Threads each worker of this case's pool must have (FrameworkPool's rule)."""
+        return self.pool.per_worker_threads(self.pool_world())
+
+    def pool_world(self) -> int:
+        return len(self.pool.info) or 1
+
+    def _prepare_train(self) -> None:
+        ctx = self.ctx
+        phases.check_gradient(ctx, self._call("evaluate", 0))
+        first = self._call("steps", 1)
+        steps = ctx.cid.workload.check_steps
+        rest = self._call("steps", steps - 1) if steps > 1 else None
+        phases.check_steps(ctx, first, rest)
+        self.checked_step_s = list(first["times"]) + list(rest["times"] if rest else [])
+
+    def _audit_call(self, round_no: int) -> int | None:
+        """Training audits the state a round leaves; other kinds one call's output, chosen
+        from the parent's secret, after the round has run."""
+        if self.train:
+            return None
+        rng = data.generator(self.secret, self.spec["name"], "audit-call", str(round_no))
+        return int(rng.integers(0, self.calls))
+
+    def _keys(self, rounds: int) -> list[list[int]] | None:
+        """Each call's probe key for the next ``rounds`` rounds (inference, transforms),
+        drawn from the parent's secret: sent as the turn starts, so no probe, and no answer
+        to one, can exist in the worker before (build() cannot compute them ahead)."""
+        if self.train:
+            return None
+        found = []
+        for _ in range(rounds):
+            self.sent += 1
+            rng = data.generator(self.secret, self.spec["name"], "probe", str(self.sent))
+            found.append([int(k) for k in rng.integers(1, 2**62, self.calls)])
+        return found
+
+    def _ran(self, numbers: Sequence[int], reply: Mapping[str, Any],
+             keys: list[list[int]] | None) -> None:
+        """What the worker said of rounds ``numbers``: its serial for each, their digests."""
+        for i, r in enumerate(numbers):
+            self.serial_of[r] = reply["serials"][i]
+            self.digests[r] = reply["digests"][i]
+            if keys is not None:
+                self.keys[r] = keys[i]
+
+    # -- timed ------------------------------------------------------------------------------
+
+    def turn(self, rounds: int, discard: int = TURN_WARMUP) -> list[float]:
+        """The next ``rounds`` recorded rounds after ``discard`` more run first and dropped
+        (the first round after the worker resumes from SIGSTOP pays for cold caches and the
+        other workers' traces); returns the recorded seconds (the slowest rank's). Discarded
+        rounds are numbered, run and may be audited like any other."""
+        first = self.rounds_done + 1
+        total = rounds + discard
+        numbers = list(range(first, first + total))
+        keys = self._keys(total)
+        assert self.handle is not None
+        # a turn may take what its rounds should take, many times over, but not for ever
+        expected = self.round_s * total
+        began = time.perf_counter()  # the parent's own clock (audit.assert_clocks_agree)
+        reply = self.pool.case(self.handle, "round", total, self.calls, keys,
+                               timeout=max(CALL_MIN_S, 20 * expected))
+        took = time.perf_counter() - began
+        seconds = [max(col) for col in zip(*(r["seconds"] for r in reply), strict=True)]
+        faults = [max(col) for col in zip(*(r.get("faults") or [0] * total for r in reply),
+                                          strict=True)]
+        self._ran(numbers, reply[0], keys)
+        self._clocked(took, reply, seconds)
+        self._fetch(numbers)
+        self._pretouched_again([r["pretouched"] for r in reply if r.get("pretouched")])
+        self.seconds += seconds[discard:]
+        self.faults += faults[discard:]
+        self.rounds_done += total
+        return seconds[discard:]
+
+    def _clocked(self, took: float, reply: Sequence[Mapping[str, Any]],
+                 seconds: Sequence[float]) -> None:
+        """The turn on the parent's clock beside the worker's account of it."""
+        clock = self.clock
+        clock["parent_s"] += took
+        clock["worker_s"] += max(float(r.get("span", took)) for r in reply)
+        clock["timed_s"] += float(sum(seconds))
+        clock["turns"] += 1
+        clock["rounds"] += len(seconds)
+        clock["between_s"] += max(float(r.get("between", 0.0)) for r in reply)
+        clock["outside_s"] += max(float(r.get("outside", 0.0)) for r in reply)
+
+    def _fetch(self, numbers: Sequence[int]) -> None:
+        """After every turn, the results of its audited rounds (training: and of the round
+        before each), fetched from the worker, which kept every round's alike, and checked
+        against the digests it sent before it could know which were wanted. A turn without
+        an audited round fetches one round all the same, drawn from the secret (a decoy,
+        its digest checked, never judged): every turn looks alike from the worker, which
+        so never learns that a pass's audits are spent and the rounds left are unread."""
+        chosen = [r for r in sorted(self.audits) if r in numbers]
+        if not chosen:
+            rng = data.generator(self.secret, self.spec["name"], "decoy", str(numbers[0]))
+            chosen = [int(rng.choice(numbers))]
+        wanted: dict[int, int | None] = {}
+        for r in chosen:
+            wanted[r] = self._audit_call(r)
+            if self.train and r - 1 in self.serial_of:
+                wanted.setdefault(r - 1, None)
+        found = self._fetch_rounds(wanted)
+        keep = {r for r in chosen if r in self.audits}
+        keep |= {r - 1 for r in keep}
+        self.kept.update({r: v for r, v in found.items() if r in keep})
+
+    def _fetch_rounds(self, wanted: Mapping[int, int | None]) -> dict[int, Any]:
+        """Rounds' results from the worker, checked against their digests and agreed by
+        every rank."""
+        assert self.handle is not None
+        # by how many rounds each is behind the latest: the same on every rank (a pinning
+        # warm-up repeats its round a number of times each rank chooses for itself)
+        latest = max(self.serial_of.values())
+        order = sorted(wanted)
+        ask = [(latest - self.serial_of[r], wanted[r]) for r in order]
+        replies = self.pool.case(self.handle, "fetch", ask)
+        by_round = [dict(zip(order, reply, strict=True)) for reply in replies]
+        for r, found in by_round[0].items():
+            self._check_digest(r, wanted[r], found)
+        return agree_kept([{"kept": k} for k in by_round], self.ctx.where)
+
+    def _check_digest(self, r: int, call: int | None, found: Any) -> None:
+        """``found`` is what the worker reported for round ``r`` when it ran."""
+        began = time.perf_counter()
+        if call is None:
+            digest = data.digest(found["params"], found["state"])
+            sent = self.digests[r]
+        else:
+            digest = data.digest(found if isinstance(found, Mapping) else {"": found})
+            sent = self.digests[r][call]
+        self._round_work(r, call, time.perf_counter() - began)
+        if digest != sent:
+            raise AssertionError(
+                f"{self.ctx.where} timed round {r} (audited): the results the worker gave "
+                f"when asked after the turn (digest {digest}) are not those it reported as "
+                f"the round ended ({sent}): changed after the clock stopped")
+
+    def _pretouched_again(self, redone: list[dict[str, Any]]) -> None:
+        """The heap record's count of turns whose workers found the heap changed since the
+        pre-touch and pre-touched it again (``again``); a re-pre-touch that could not be
+        done is not counted, and why it was not is kept (``again_failed``)."""
+        if not redone:
+            return
+        failed = [d.get("why", "unknown") for d in redone if not d.get("pretouched")]
+        if failed:
+            self.heap["again_failed"] = failed[-1]
+        else:
+            self.heap["again"] = self.heap.get("again", 0) + 1
+
+    # -- after timing -----------------------------------------------------------------------
+
+    def finish(self) -> dict[str, Any]:
+        """Audits, then the checks of what timing left behind; the facts for the record."""
+        uncounted = []  # rounds whose count from the start could not be read (checking/audit.py)
+        for r in sorted(self.audits):
+            if r <= self.rounds_done:
+                before = self.kept.get(r - 1)
+                call = self._audit_call(r)
+                key = None if call is None else self.keys[r][call]
+                if audit.audit(self.ctx, r, self.calls, before, self.kept[r], call, key):
+                    uncounted.append(r)
+        self._count_final(uncounted)
+        audit.assert_clocks_agree(self.clock, where=self.ctx.where)
+        memory = self._call("peak_memory") if self.full else None
+        done = self._call("finish", self.full)
+        phases.check_finish(self.ctx, done)
+        self.compile_s = done["compile_s"]
+        return {"compiles": done["compiles"], "census": done["census"],
+                "audited_rounds": sorted(r for r in self.audits if r <= self.rounds_done),
+                "uncounted_rounds": uncounted,
+                "audit_secret": self.secret, "clock": dict(self.clock),
+                "peak_memory": memory}
+
+    def _round_work(self, r: int, call: int | None, digest_s: float) -> None:
+        """What the harness's own work between two rounds costs, as this process does it:
+        a digest of a round's results, and (inference, transforms) each call's probe. It
+        bounds the time a worker's clock may put between its rounds
+        (audit.assert_clocks_agree)."""
+        work = digest_s
+        if call is not None:
+            began = time.perf_counter()
+            phases.probe_of(self.ctx, self.keys[r][call])
+            work = (digest_s + time.perf_counter() - began) * self.calls
+        self.clock["round_work_s"] = max(self.clock["round_work_s"], work)
+
+    def _count_final(self, uncounted: list[int]) -> None:
+        """Training: the state the pass's last round left, counted from the seeded start
+        (audit.audit_step_count, as far as the reference is affordable): an implementation
+        that falls behind the work it reports after any step shows there, whichever rounds
+        were audited. Fetched after the last turn, when nothing is left to hide."""
+        last = self.rounds_done
+        if not self.train or last < 1 or last in self.audits or last not in self.serial_of:
+            return
+        self.kept.update(self._fetch_rounds({last: None}))
+        label = (f"{self.ctx.where} the state after the pass's last timed round {last} "
+                 "(counted at the end of the pass):")
+        if audit.audit_step_count(self.ctx, self.kept[last], where=label):
+            uncounted.append(last)
+
+    def close(self) -> None:
+        if self.handle is not None:
+            try:
+                self.pool.close_case(self.handle)
+            finally:
+                self.handle = None
+
+
+def agree(values: Sequence[Any], where: str) -> Any:
+    """One value from a pool's ranks. Parameters, states and gradients must be identical on
+    every rank (a broken reduction lets replicas drift); losses are each rank's shard mean,
+    averaged (equal shards: the global mean); times are the slowest rank's."""
+    first = values[0]
+    if len(values) == 1 or not isinstance(first, Mapping):
+        return first
+    for rank, other in enumerate(values[1:], start=1):
+        _same(first, other, f"{where} rank {rank} vs rank 0")
+    out = dict(first)
+    if "losses" in first:
+        out["losses"] = list(np.mean([v["losses"] for v in values], axis=0))
+        out["times"] = list(np.max([v["times"] for v in values], axis=0))
+    if "loss" in first:
+        out["loss"] = np.mean([v["loss"] for v in values])
+    if isinstance(first.get("trained"), Mapping):
+        out["trained"] = agree([v["trained"] for v in values], f"{where} after timing")
+    return out
+
+
+def _same(a: Mapping[str, Any], b: Mapping[str, Any], where: str) -> None:
+    for key in ("snapshot", "grads"):
+        if key in a:
+            x, y = a[key], b[key]
+            if key == "snapshot":
+                assert_identical(y["params"], x["params"], where=f"{where} params")
+            else:
+                assert_identical(y, x, where=f"{where} gradients")
+
+
+def agree_kept(replies: Sequence[Mapping[str, Any]], where: str) -> dict[int, Any]:
+    kept = dict(replies[0]["kept"])
+    for rank, reply in enumerate(replies[1:], start=1):
+        for r, snap in reply["kept"].items():
+            if isinstance(snap, Mapping) and "params" in snap:
+                assert_identical(snap["params"], kept[r]["params"],
+                                 where=f"{where} rank {rank} vs rank 0 after timed round {r}")
+    return kept

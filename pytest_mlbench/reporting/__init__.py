@@ -1,0 +1,1 @@
+"""The normalised table, machines side by side, charts."""

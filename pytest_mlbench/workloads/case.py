@@ -1,0 +1,115 @@
+"""One benchmark case: what collection knows (CaseId: cheap, no framework imported, sent to
+workers by name) and what an implementation's build(case) receives in its worker (Case)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_mlbench.frameworks.base import Compiled
+from pytest_mlbench.precision import Policy
+from pytest_mlbench.workloads.optim import Optimizer
+from pytest_mlbench.workloads.spec import Shape, Task, Workload
+
+
+@dataclass(frozen=True)
+class CaseId:
+    workload: Workload
+    shape: Shape
+    task: Task
+    framework: str
+    variant: str
+    device: str
+    precision: str
+    workers: int = 1
+
+    @property
+    def head(self) -> str:
+        """``linreg-d10``, ``mlp_optim-adam``: workload, then shape and task labels if any."""
+        parts = [self.workload.name, self.shape.label]
+        if self.workload.tasks_in_ids:
+            parts.append(self.task.label)
+        return "-".join(p for p in parts if p)
+
+    @property
+    def impl(self) -> str:
+        base = f"{self.framework}-{self.variant}"
+        return f"{base}-w{self.workers}" if self.workers > 1 else base
+
+    @property
+    def name(self) -> str:
+        """``mlp-jax-jit-cpu-fp32``; ``mlp-torch-eager-w2-cpu-fp32`` for two workers."""
+        return f"{self.head}-{self.impl}-{self.device}-{self.precision}"
+
+    @property
+    def group(self) -> str:
+        """Cases compared with each other in one table (Identity.group says the same)."""
+        workers = f" w{self.workers}" if self.workers > 1 else ""
+        return f"{self.head} {self.device} {self.precision}{workers}"
+
+    def spec(self, root: str, size: str, seed: int) -> dict[str, Any]:
+        """What a worker needs to rebuild this case: names only, no objects."""
+        return {"root": root, "workload": self.workload.name, "size": size,
+                "shape": self.shape.label, "task": self.task.label,
+                "framework": self.framework, "variant": self.variant, "device": self.device,
+                "precision": self.precision, "workers": self.workers, "seed": seed,
+                "name": self.name}
+
+
+@dataclass
+class Case:
+    """What an implementation's ``build(case)`` gets. Arrays are already on the device at the
+    policy's dtype, made from the same seeded bytes for every framework."""
+
+    id: CaseId
+    adapter: Any
+    policy: Policy
+    data: dict[str, Any]
+    params: dict[str, Any]
+    seed: int
+    rank: int = 0  # data-parallel cases: this worker's rank among ``id.workers``
+    compiled: list[Compiled] = field(default_factory=list)
+
+    @property
+    def task(self) -> Task:
+        return self.id.task
+
+    @property
+    def optimizer(self) -> Optimizer:
+        if self.id.task.optimizer is None:
+            raise AttributeError(f"{self.id.name}: task {self.id.task.label!r} is not a "
+                                 "training step and has no optimizer")
+        return self.id.task.optimizer
+
+    @property
+    def learning_rate(self) -> float:
+        return self.optimizer.lr
+
+    @property
+    def dims(self) -> Any:
+        return self.id.shape.dims
+
+    @property
+    def variant(self) -> str:
+        return self.id.variant
+
+    @property
+    def dtype(self) -> str:
+        """The policy's dtype name (``float32``, ``float64``, ``bfloat16``)."""
+        return self.policy.dtype
+
+    @property
+    def inputs(self) -> dict[str, Any]:
+        """The data the model reads (the spec's ``input_keys``)."""
+        return self.id.workload.inputs(self.data)
+
+    def compile(self, fn: Callable[..., Any]) -> Compiled:
+        """Apply this case's variant to ``fn`` (identity for eager); the harness later checks
+        that it compiled, and that it did not compile again while timed."""
+        compiled = self.adapter.compile(fn, self.variant)
+        self.compiled.append(compiled)
+        return compiled
+
+    def traces(self) -> list[int]:
+        return [c.traces() for c in self.compiled]

@@ -1,0 +1,339 @@
+"""Workloads as data: a frozen spec declares shapes, tasks (what one timed step is), seeded
+data and weights, the float64 reference and which frameworks implement it. No harness code
+per workload; ADDING_WORKLOADS.md is the guide.
+
+A task is one of three kinds:
+
+- ``train(optimizer)``: one optimizer step on the loss (``optim.sgd``, ``momentum``, ``adam``,
+  ``adamw``, each through the framework's own optimizer);
+- ``infer()``: the forward pass, outputs checked element for element;
+- ``transform(name)``: an autodiff transform of the model: ``jvp`` (outputs along a parameter
+  tangent), ``vjp`` (parameter cotangent of an output cotangent), ``hvp`` (Hessian of the loss
+  times a parameter vector, a second-order case), ``jacfwd`` / ``jacrev`` (per-example Jacobian
+  of the outputs with respect to the inputs, forward or reverse mode).
+
+The reference is either hand-derived (``loss`` and ``grad`` in NumPy float64) or only a
+forward function written against the Python array API (``forward(xp, params, data)`` and
+``objective(xp, outputs, data)``), from which gradients, updates, transforms and Jacobians come
+from a float64 autodiff oracle (JAX with x64, else torch float64), verified by finite
+differences and cross-checked when both are installed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pytest_mlbench.precision import POLICIES
+from pytest_mlbench.workloads.optim import Optimizer
+
+Arrays = dict[str, np.ndarray]
+Dims = Mapping[str, int]
+# (what is checked, a loss of the params, its gradient at the check's point or None)
+ReferenceCheck = tuple[str, Callable[[Arrays], float], Arrays | None]
+KINDS = ("train", "infer", "transform")
+TRANSFORMS = ("jvp", "vjp", "hvp", "jacfwd", "jacrev")
+SIZE_NAMES = ("smoke", "default", "paper")
+DEVICES = ("cpu", "gpu", "tpu")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One problem size. ``label`` joins the test id when set (``d10``, ``b4096``)."""
+
+    dims: Mapping[str, int]
+    label: str = ""
+    steps_per_call: int = 1  # steps (or calls) inside one timed round, one sync at its end
+    rounds: int | None = None  # fixed timed rounds in all instead of a time budget
+    main: bool = True  # in the main job (``-m mlbench_main``); a sweep keeps its headline point
+
+
+@dataclass(frozen=True)
+class Task:
+    """What one timed step is. Build with ``train``, ``infer`` or ``transform``."""
+
+    kind: str
+    label: str
+    optimizer: Optimizer | None = None
+    transform: str | None = None
+    flops: Callable[[Dims], int] | None = None  # per step; None: the workload's flops_per_step
+    main: bool = True  # in the main job (``-m mlbench_main``) when its shape is too
+
+    def describe(self) -> str:
+        if self.kind == "train":
+            assert self.optimizer is not None
+            return f"{self.optimizer.name} step ({self.optimizer.describe()})"
+        if self.kind == "infer":
+            return "forward pass"
+        return {"jvp": "jacobian-vector product", "vjp": "vector-jacobian product",
+                "hvp": "Hessian-vector product", "jacfwd": "Jacobian (forward mode)",
+                "jacrev": "Jacobian (reverse mode)"}[str(self.transform)]
+
+
+def train(optimizer: Optimizer, label: str | None = None,
+          flops: Callable[[Dims], int] | None = None, main: bool = True) -> Task:
+    return Task("train", label or optimizer.name, optimizer=optimizer, flops=flops, main=main)
+
+
+def infer(label: str = "infer", flops: Callable[[Dims], int] | None = None,
+          main: bool = True) -> Task:
+    return Task("infer", label, flops=flops, main=main)
+
+
+def transform(name: str, label: str | None = None,
+              flops: Callable[[Dims], int] | None = None, main: bool = True) -> Task:
+    if name not in TRANSFORMS:
+        raise ValueError(f"transform {name!r}: choose from {', '.join(TRANSFORMS)}")
+    return Task("transform", label or name, transform=name, flops=flops, main=main)
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Norm-wise: ``||actual - expected|| <= atol * scale + rtol * ||expected||`` per tensor,
+    ``scale`` being what the check says (the tensor's own norm, or the start gradient's)."""
+
+    rtol: float
+    atol: float
+
+
+@dataclass(frozen=True)
+class Tolerances:
+    grad: Tolerance  # loss, gradient, outputs, transforms: one evaluation against float64
+    trajectory: Tolerance  # parameters and losses after a few steps
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One workload folder's SPEC. See ADDING_WORKLOADS.md for every field."""
+
+    name: str
+    summary: str
+    sizes: Mapping[str, tuple[Shape, ...]]
+    make_data: Callable[[np.random.Generator, Dims], Arrays]
+    make_params: Callable[[np.random.Generator, Dims], Arrays]
+    implementations: Mapping[str, tuple[str, ...]]
+    learning_rate: float | None = None  # shorthand for tasks=(train(sgd(learning_rate)),)
+    tasks: tuple[Task, ...] = ()
+    # the reference: hand-derived NumPy float64 ...
+    loss: Callable[[Arrays, Arrays], float] | None = None
+    grad: Callable[[Arrays, Arrays], Arrays] | None = None
+    # ... and/or the model in the array API (xp is numpy, jax.numpy or torch)
+    forward: Callable[[Any, Arrays, Arrays], Any] | None = None
+    objective: Callable[[Any, Any, Arrays], Any] | None = None
+    input_keys: tuple[str, ...] = ("x",)  # data keys the model reads; the rest are targets
+    flops_per_step: Callable[[Dims], int] | None = None
+    # (framework | variant | precision | device | task, ...) -> reason; matching cases skip
+    unsupported: Mapping[tuple[str, ...], str] = field(default_factory=dict)
+    check_steps: int = 3  # steps of the trajectory check before timing
+    reference_checks: Callable[[Arrays, Arrays], Sequence[ReferenceCheck]] | None = None
+    default_precisions: tuple[str, ...] | None = None
+    data_key: str | None = None  # seed the data from another workload's name: same bytes
+    tolerances: Mapping[str, Tolerances] = field(default_factory=dict)  # per precision
+    data_parallel: Mapping[str, str] = field(default_factory=dict)  # framework -> variant
+
+    # -- derived ----------------------------------------------------------------------------
+
+    @property
+    def all_tasks(self) -> tuple[Task, ...]:
+        if self.tasks:
+            return self.tasks
+        if self.learning_rate is None:
+            return ()
+        from pytest_mlbench.workloads.optim import sgd
+
+        return (train(sgd(self.learning_rate)),)
+
+    def task(self, label: str) -> Task:
+        for t in self.all_tasks:
+            if t.label == label:
+                return t
+        raise KeyError(f"workload {self.name!r} has no task {label!r}")
+
+    @property
+    def tasks_in_ids(self) -> bool:
+        return len(self.all_tasks) > 1
+
+    def shape(self, size: str, label: str) -> Shape:
+        for s in self.sizes[size]:
+            if s.label == label:
+                return s
+        raise KeyError(f"workload {self.name!r} has no {size} shape {label!r}")
+
+    def flops(self, task: Task, dims: Dims) -> int | None:
+        """FLOPs per step (problems() has checked the function returns an integer)."""
+        fn = task.flops or (self.flops_per_step if task.kind == "train" else None)
+        return int(fn(dims)) if fn else None
+
+    @property
+    def hand_gradient(self) -> bool:
+        return self.grad is not None
+
+    def reference_loss(self, params: Arrays, data: Arrays) -> float:
+        """The float64 loss: the hand-written one, or objective(forward) in NumPy."""
+        if self.loss is not None:
+            return float(self.loss(params, data))
+        assert self.forward is not None and self.objective is not None
+        return float(self.objective(np, self.forward(np, params, data), data))
+
+    def inputs(self, data: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: data[k] for k in self.input_keys if k in data}
+
+    def unsupported_reason(self, *parts: str) -> str | None:
+        for key, reason in self.unsupported.items():
+            if set(key) <= set(parts):
+                return reason
+        return None
+
+    def problems(self) -> list[str]:
+        """Every rule of ADDING_WORKLOADS.md this spec breaks, one line each (empty: fine).
+        Fields of the wrong type are reported first, alone: the later rules read them."""
+        typed = self._type_problems()
+        if typed:
+            return typed
+        out = self._flops_problems()
+        missing = [s for s in SIZE_NAMES if s not in self.sizes]
+        if missing:
+            out.append(f"sizes lacks {', '.join(missing)}: every size profile "
+                       f"({', '.join(SIZE_NAMES)}) needs a tuple of Shape")
+        for size, shapes in self.sizes.items():
+            if not shapes or not all(isinstance(s, Shape) for s in shapes):
+                out.append(f"sizes[{size!r}] must be a non-empty tuple of Shape")
+            elif len({s.label for s in shapes}) != len(shapes):
+                out.append(f"sizes[{size!r}] has shapes with the same label")
+        out += self._task_problems()
+        out += self._reference_problems()
+        out += self._declaration_problems()
+        wanted = self.default_precisions
+        if wanted is not None and (not wanted or not set(wanted) <= set(POLICIES)):
+            out.append(f"default_precisions={wanted!r} must be a non-empty tuple of policy "
+                       f"names ({', '.join(POLICIES)})")
+        return out
+
+    def _type_problems(self) -> list[str]:
+        """Each field of the type ADDING_WORKLOADS.md gives it, or one line saying which
+        (``sizes="smoke"``, a learning rate in quotes, a task that is not a Task)."""
+        out = []
+        if not isinstance(self.name, str) or not self.name:
+            out.append(f"name={self.name!r} must be a non-empty string")
+        if not isinstance(self.sizes, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, tuple | list) for k, v in self.sizes.items()):
+            out.append(f"sizes={_short(self.sizes)} must map each size profile "
+                       f"({', '.join(SIZE_NAMES)}) to a tuple of Shape")
+        else:
+            out += _shape_problems(self.sizes)
+        if not isinstance(self.implementations, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, tuple | list)
+                and all(isinstance(x, str) for x in v) for k, v in self.implementations.items()):
+            out.append(f"implementations={_short(self.implementations)} must map a framework "
+                       "name to a tuple of variant names, e.g. {'jax': ('eager', 'jit')}")
+        lr = self.learning_rate
+        if lr is not None and not (_real(lr) and lr > 0):
+            out.append(f"learning_rate={lr!r} must be a positive number (not a string)")
+        if not isinstance(self.tasks, tuple | list) or not all(
+                isinstance(t, Task) for t in self.tasks):
+            out.append(f"tasks={_short(self.tasks)} must be a tuple of train(...), infer() or "
+                       "transform(...)")
+        for field_name in ("make_data", "make_params", "loss", "grad", "forward", "objective",
+                           "flops_per_step", "reference_checks"):
+            value = getattr(self, field_name)
+            if value is not None and not callable(value):
+                out.append(f"{field_name}={_short(value)} must be a function")
+        if not (isinstance(self.check_steps, int) and self.check_steps >= 1):
+            out.append(f"check_steps={self.check_steps!r} must be a positive integer")
+        return out
+
+    def _flops_problems(self) -> list[str]:
+        """Each task's FLOPs function, called on every shape, gives a non-negative integer
+        (called here, once, so a wrong one is this folder's failure, not the session's)."""
+        out = []
+        shapes = [s for shapes in self.sizes.values() for s in shapes if isinstance(s, Shape)]
+        for task in self.all_tasks:
+            fn = task.flops or (self.flops_per_step if task.kind == "train" else None)
+            if fn is None:
+                continue
+            if not callable(fn):
+                out.append(f"task {task.label!r}: flops={_short(fn)} must be a function")
+                continue
+            for shape in shapes:
+                try:
+                    value = fn(shape.dims)
+                except Exception as exc:  # noqa: BLE001 - reported as this folder's problem
+                    out.append(f"task {task.label!r}: its FLOPs function raised "
+                               f"{type(exc).__name__}: {exc} for dims {dict(shape.dims)}")
+                    break
+                if not (isinstance(value, int | np.integer) and not isinstance(value, bool)
+                        and value >= 0):
+                    out.append(f"task {task.label!r}: its FLOPs function returned "
+                               f"{_short(value)} for dims {dict(shape.dims)}; it must return "
+                               "a non-negative integer (FLOPs per step)")
+                    break
+        return out
+
+    def _task_problems(self) -> list[str]:
+        if not self.all_tasks:
+            return ["no task: give learning_rate (plain SGD) or tasks=(train(...), ...)"]
+        labels = [t.label for t in self.all_tasks]
+        out = [f"task labels repeat: {labels}"] if len(set(labels)) != len(labels) else []
+        if any(t.kind == "train" for t in self.all_tasks) and self.flops_per_step is None \
+                and any(t.flops is None for t in self.all_tasks if t.kind == "train"):
+            out.append("training tasks need flops_per_step (or a flops= on the task)")
+        return out
+
+    def _reference_problems(self) -> list[str]:
+        needs_forward = [t.label for t in self.all_tasks if t.kind != "train"]
+        out = []
+        if needs_forward and self.forward is None:
+            out.append(f"tasks {needs_forward} need forward(xp, params, data): the outputs "
+                       "they are checked against")
+        if self.loss is None and (self.forward is None or self.objective is None):
+            out.append("no reference: give loss and grad (hand-derived NumPy) or forward and "
+                       "objective (array API; gradients then come from an autodiff oracle)")
+        if self.grad is not None and self.loss is None:
+            out.append("grad without loss: the hand gradient needs its loss")
+        if any(t.transform == "hvp" for t in self.all_tasks) and self.objective is None:
+            out.append("an hvp task needs objective(xp, outputs, data): the oracle's Hessian is "
+                       "of objective(forward)")
+        return out
+
+    def _declaration_problems(self) -> list[str]:
+        """Entries that would silently match nothing: an unsupported key naming no framework,
+        variant, device, precision or task of this spec; a tolerance for no precision."""
+        known = {*self.implementations, *(v for vs in self.implementations.values() for v in vs),
+                 *DEVICES, *POLICIES, *(t.label for t in self.all_tasks)}
+        out = [f"unsupported key {key!r} names {sorted(set(key) - known)}, which is no framework,"
+               " variant, device, precision or task label of this spec"
+               for key in self.unsupported if not set(key) <= known]
+        for name, tol in self.tolerances.items():
+            if name not in POLICIES or not isinstance(tol, Tolerances):
+                out.append(f"tolerances[{name!r}] must map a precision ({', '.join(POLICIES)}) "
+                           "to Tolerances(grad=Tolerance(...), trajectory=Tolerance(...))")
+        return out
+
+
+def _real(value: Any) -> bool:
+    return isinstance(value, int | float | np.floating | np.integer) and not isinstance(
+        value, bool) and bool(np.isfinite(value))
+
+
+def _short(value: Any, width: int = 60) -> str:
+    """``repr`` cut to ``width`` characters, naming the type: what a spec gave."""
+    text = repr(value)
+    text = text if len(text) <= width else text[:width - 3] + "..."
+    return f"{text} ({type(value).__name__})"
+
+
+def _shape_problems(sizes: Mapping[str, Any]) -> list[str]:
+    """Each Shape's dims a mapping of names to positive integers."""
+    out = []
+    for size, shapes in sizes.items():
+        for shape in shapes:
+            dims = getattr(shape, "dims", None)
+            if isinstance(shape, Shape) and not (isinstance(dims, Mapping) and all(
+                    isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+                    and v > 0 for k, v in dims.items())):
+                out.append(f"sizes[{size!r}]: Shape dims={_short(dims)} must map names to "
+                           "positive integers, e.g. Shape({'n': 64})")
+    return out

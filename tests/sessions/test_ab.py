@@ -1,0 +1,185 @@
+"""The same-machine A/B gate: refused before the run when it cannot work, one line each; a real
+session against a base revision in a git worktree; verdicts that never call "nothing judged"
+a pass. The sessions use a toy NumPy workload (tens of microseconds a call) whose slow version
+busy-waits a fixed millisecond a step, about sixty times its work: an effect no shared machine can
+hide, so no assertion depends on how fast anything is. (A wait proportional to the step's own
+time was not enough: on a noisy host a descheduled step stretched its own wait too, and three
+processes' ratios spread from 11x to 60x, too far apart for the paired test at 1%.)"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pytest_mlbench.judging import ab
+from pytest_mlbench.measuring.outcome import Outcome
+from pytest_mlbench.storing.record import Identity, Measure, Record
+
+TEST_MODULE = """
+def test_case(mlbench_case, benchmark):
+    mlbench_case.run(benchmark)
+"""
+
+SPEC = """
+import numpy as np
+from pytest_mlbench import Shape, Workload
+
+def loss(p, d):
+    r = d["x"] @ p["w"] - d["y"]
+    return 0.5 * np.mean(r * r)
+
+def grad(p, d):
+    r = d["x"] @ p["w"] - d["y"]
+    return {"w": d["x"].T @ r / len(r)}
+
+SPEC = Workload(
+    name="toy", summary="least squares", learning_rate=0.1,
+    sizes={s: (Shape({"n": 64}, steps_per_call=5),) for s in ("smoke", "default", "paper")},
+    make_data=lambda rng, d: {"x": rng.standard_normal((d["n"], 3)),
+                              "y": rng.standard_normal((d["n"], 1))},
+    make_params=lambda rng, d: {"w": rng.standard_normal((3, 1))},
+    loss=loss, grad=grad, flops_per_step=lambda d: 4 * d["n"] * 3,
+    implementations={"numpy": ("eager",)},
+)
+"""
+
+IMPL = """
+import time
+
+class Trainer:
+    def __init__(self, case):
+        self.w, self.x, self.y, self.lr = (case.params["w"], case.data["x"], case.data["y"],
+                                           case.learning_rate)
+    def params(self):
+        return {"w": self.w}
+    def loss_and_grads(self):
+        r = self.x @ self.w - self.y
+        return 0.5 * (r * r).mean(), {"w": self.x.T @ r / len(r)}
+    def step(self):
+        loss, g = self.loss_and_grads()
+        self.w = self.w - self.lr * g["w"]
+        end = time.perf_counter() + SLOW_S
+        while time.perf_counter() < end:
+            pass
+        return loss
+
+def build(case):
+    return Trainer(case)
+"""
+
+BASE = ("-p", "no:cacheprovider", "--mlbench-size=smoke", "--benchmark-max-time=0.05")
+ARGS = (*BASE, "--mlbench-processes=3")
+# the sessions whose verdict is asserted: five processes put a busy host's spread of the base's
+# tens of microseconds well inside the paired test (p ~1e-6 with one core busy; 6e-4 to 2e-3
+# with three processes)
+JUDGED = (*BASE, "--mlbench-processes=5")
+
+
+SLOW = 1e-3  # seconds busy a step in the slow version
+
+
+def toy(pytester: pytest.Pytester, slow_s: float) -> None:
+    pytester.makepyfile(**{"suites/test_toy_ab": TEST_MODULE,
+                           "suites/toy/spec": SPEC,
+                           "suites/toy/impl_numpy": f"SLOW_S = {slow_s}\n{IMPL}"})
+
+
+def git(path: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@t",
+                    *args], check=True, capture_output=True)
+
+
+def committed_toy(pytester: pytest.Pytester, base: float, head: float) -> None:
+    """The base revision's toy committed, the head's in the working tree."""
+    toy(pytester, base)
+    git(pytester.path, "init", "-q")
+    git(pytester.path, "add", "-A")
+    git(pytester.path, "commit", "-q", "-m", "base")
+    toy(pytester, head)
+
+
+def test_a_slower_head_fails_the_session(pytester: pytest.Pytester) -> None:
+    committed_toy(pytester, base=0.0, head=SLOW)
+    out = pytester.path / "ab.json"
+    result = pytester.runpytest_subprocess("suites", "--mlbench-ab=HEAD",
+                                           f"--benchmark-json={out}", *JUDGED)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    result.stdout.fnmatch_lines(["*mlbench A/B against HEAD (*", "*toy-numpy-eager-cpu-fp32*SLOWER*",
+                                 "mlbench A/B: FAILED: 1 of 1 judged*"])
+    rows = json.loads(out.read_text())["mlbench_ab"]
+    assert rows[0]["verdict"] == "SLOWER" and rows[0]["change"] > 1.0
+
+
+def test_a_faster_head_passes(pytester: pytest.Pytester) -> None:
+    committed_toy(pytester, base=SLOW, head=0.0)
+    result = pytester.runpytest_subprocess("suites", "--mlbench-ab=HEAD", *JUDGED)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.stdout.fnmatch_lines(["*toy-numpy-eager-cpu-fp32*faster*",
+                                 "mlbench A/B: passed (1 judged*"])
+
+
+def test_a_case_missing_from_the_base_is_not_judged_and_nothing_judged_fails(
+        pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(README="")
+    git(pytester.path, "init", "-q")
+    git(pytester.path, "add", "-A")
+    git(pytester.path, "commit", "-q", "-m", "before the workload existed")
+    toy(pytester, 0.0)
+    result = pytester.runpytest_subprocess("suites", "--mlbench-ab=HEAD", *ARGS)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*not in the base revision*",
+                                 "mlbench A/B: nothing judged*"])
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("no-such-ref", "git does not know the revision 'no-such-ref' here*"),
+    ("python:/nonexistent/python", "*/nonexistent/python is not a file*"),
+])
+def test_bad_base_is_one_line_usage_error(pytester: pytest.Pytester, value: str,
+                                          message: str) -> None:
+    toy(pytester, 0.0)
+    git(pytester.path, "init", "-q")
+    result = pytester.runpytest("suites", f"--mlbench-ab={value}", *ARGS)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: --mlbench-ab: {message}"])
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()
+
+
+def test_ab_outside_a_git_repository_is_refused(pytester: pytest.Pytester) -> None:
+    toy(pytester, 0.0)
+    result = pytester.runpytest("suites", "--mlbench-ab=main", *ARGS)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --mlbench-ab: * is not in a git repository"])
+
+
+def test_ab_without_timing_is_refused_before_the_run(pytester: pytest.Pytester) -> None:
+    committed_toy(pytester, base=0.0, head=0.0)
+    result = pytester.runpytest("suites", "--mlbench-ab=HEAD", "--benchmark-disable", *ARGS)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --mlbench-ab: refused: --benchmark-disable*"])
+
+
+# -- verdicts -------------------------------------------------------------------------------
+
+def record(passes: list[list[float]], workload: str = "toy") -> Record:
+    ident = Identity(workload, "", {"n": 1}, "sgd", "train", "numpy", "eager", "cpu", "fp32",
+                     "float32", threads=2, data_sha256="abc")
+    return Record(ident, "toy-numpy-eager-cpu-fp32",
+                  Measure(1, tuple(tuple(p) for p in passes)))
+
+
+def test_verdicts_say_why_a_case_was_not_judged() -> None:
+    head = Outcome("passed", record=record([[1.0, 1.1], [1.0, 1.2]]))
+    assert "not in the base" in ab.compare("c", None, head, threshold=0.1, alpha=0.01).verdict
+    failed = Outcome("failed", "numpy eager (c): gradient of w differs\nmore")
+    row = ab.compare("c", failed, head, threshold=0.1, alpha=0.01)
+    assert row.verdict == "base failed: numpy eager (c): gradient of w differs"
+    one = Outcome("passed", record=record([[1.0, 1.1]]))
+    assert ab.compare("c", one, head, threshold=0.1, alpha=0.01).verdict.startswith(
+        "inconclusive")
+    other = Outcome("passed", record=record([[1.0], [1.0]], workload="else"))
+    assert ab.compare("c", other, head, threshold=0.1, alpha=0.01).verdict.startswith(
+        "not comparable: workload")

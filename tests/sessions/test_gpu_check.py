@@ -1,0 +1,179 @@
+"""tools/gpu_check.sh, the GPU check a borrowed machine runs (docs/GPU.md), run here on the CPU
+in its quick mode: it passes and writes its files; the same run asked for a GPU on a machine
+without one fails, saying what is missing, and a session asked for a GPU there skips every
+case with its framework's reason (no error); its judge (tools/gpu_check.py summary) fails a
+failed case and a session cut by its timeout; its install refuses a missing wheels folder in
+one line and installs by hand where the interpreter has no pip. 35-70 s of the test line on
+a 2-core host (more under heavy load), mostly the quick CPU run."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "tools" / "gpu_check.sh"
+spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "tools" / "gpu_check.py")
+assert spec is not None and spec.loader is not None
+gpu_check = importlib.util.module_from_spec(spec)
+sys.modules["gpu_check"] = gpu_check
+spec.loader.exec_module(gpu_check)
+
+needs_frameworks = pytest.mark.skipif(
+    any(importlib.util.find_spec(m) is None for m in ("torch", "jax"))
+    or shutil.which("bash") is None or shutil.which("timeout") is None,
+    reason="the quick run needs torch, jax, bash and coreutils' timeout")
+
+
+def run_script(out: Path, *args: str) -> tuple[int, str]:
+    env = {**os.environ, "PYTHON": sys.executable}
+    done = subprocess.run(["bash", str(SCRIPT), *args, "--out", str(out)], env=env,
+                          capture_output=True, text=True, timeout=600, check=False)
+    return done.returncode, done.stdout + done.stderr
+
+
+@needs_frameworks
+def test_the_quick_cpu_run_passes_and_writes_its_files(tmp_path: Path) -> None:
+    rc, out = run_script(tmp_path, "--device=cpu", "--quick")
+    assert rc == 0, out
+    assert {p.name for p in tmp_path.iterdir()} == {
+        "gpu_check.log", "environment.json", "summary.json", "timed-mlp.json", "junit.tar.gz"}
+    assert "summary: passed (cpu)" in (tmp_path / "gpu_check.log").read_text()
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["problems"] == []
+    checked = summary["sessions"]["checked-fp32-tf32"]
+    assert checked["counts"] == {"passed": 2, "skipped": 2}, checked
+    assert checked["skip_reasons"] == ["2 x tf32 applies to NVIDIA GPUs only"]
+    timed = json.loads((tmp_path / "timed-mlp.json").read_text())
+    [bench] = timed["benchmarks"]
+    assert bench["name"] == "test_case[mlp-torch-eager-cpu-fp32]"
+    assert bench["extra_info"]["mlbench"]["identity"]["device"] == "cpu"
+    environment = json.loads((tmp_path / "environment.json").read_text())
+    assert environment["pytest_mlbench"].startswith(str(ROOT)), environment  # the tree's code
+
+
+@needs_frameworks
+def test_a_gpu_run_without_a_gpu_fails_saying_what_is_missing(tmp_path: Path) -> None:
+    rc, out = run_script(tmp_path, "--device=gpu", "--quick")
+    assert rc == 1, out
+    for line in ("probe: torch sees no CUDA device", "probe: jax sees no gpu device",
+                 "gpu_check: neither torch nor JAX sees a GPU: no session run",
+                 "summary: PROBLEM step probe exited 3", "summary: FAILED (gpu)"):
+        assert line in out, out
+    environment = json.loads((tmp_path / "environment.json").read_text())
+    assert environment["torch"]["cuda_available"] is False
+
+
+@needs_frameworks
+def test_gpu_cases_skip_cleanly_where_there_is_no_gpu() -> None:
+    """What a session asked for a GPU does on a machine without one: each case a skip naming
+    what its framework does not see, no error, exit 0."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "suites", "-m", "mlbench_main", "-k",
+         "mlp-torch-eager or mlp-jax-jit", "--mlbench-device=gpu", "--mlbench-precision=fp32,tf32",
+         "--mlbench-frameworks=torch,jax", "--mlbench-workers=1",
+         "--benchmark-disable", "--mlbench-size=smoke", "--mlbench-threads=1", "-rs",
+         "-p", "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True, timeout=300,
+        check=False)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    assert "4 skipped" in out and "error" not in out.lower(), out
+    assert "SKIPPED [2] pytest_mlbench/plugin.py:219: no gpu visible to torch " \
+           "(torch.cuda.is_available() is False)" in out, out
+    assert "SKIPPED [2] pytest_mlbench/plugin.py:219: no gpu visible to jax " \
+           "(jax.devices() has none)" in out, out
+
+
+def junit(folder: Path, name: str, cases: list[tuple[str, str]]) -> None:
+    """A JUnit file of (name, outcome) cases: outcome passed, failure or skipped."""
+    body = "".join(f'<testcase name="{n}">' + ("" if o == "passed" else
+                   f'<{o} message="{o} here: by 3.2x, rtol 1e-3"/>') + "</testcase>"
+                   for n, o in cases)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.xml").write_text(f"<testsuites><testsuite>{body}</testsuite></testsuites>")
+
+
+def judge(tmp_path: Path, steps: list[str], device: str = "gpu") -> tuple[int, dict[str, Any]]:
+    (tmp_path / "steps.tsv").write_text("".join(f"{s}\n" for s in steps))
+    rc = gpu_check.main(["summary", device, str(tmp_path / "out"), str(tmp_path)])
+    return rc, json.loads((tmp_path / "out" / "summary.json").read_text())
+
+
+def test_the_summary_passes_sessions_that_passed(tmp_path: Path) -> None:
+    (tmp_path / "out").mkdir()
+    junit(tmp_path / "junit", "timed-light", [("a", "passed"), ("b", "skipped")])
+    rc, summary = judge(tmp_path, ["install\t0\t0", "timed-light\t0\t40"])
+    assert rc == 0 and summary["problems"] == [], summary
+
+
+def test_the_summary_fails_a_failed_case_and_a_session_cut_by_its_timeout(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "out").mkdir()
+    junit(tmp_path / "junit", "timed-light", [("test_case[mlp-torch-jit-gpu-fp32]", "failure"),
+                                              ("test_case[mlp-jax-jit-gpu-fp32]", "passed")])
+    rc, summary = judge(tmp_path, ["timed-light\t1\t40", "timed-attention\t124\t180"])
+    assert rc == 1
+    assert summary["problems"] == ["step timed-light exited 1 after 40 s",
+                                   "step timed-attention exited 124 after 180 s",
+                                   "timed-light: 1 case(s) failed"]
+    out = capsys.readouterr().out
+    assert "FAILED test_case[mlp-torch-jit-gpu-fp32]: failure here: by 3.2x, rtol 1e-3" in out
+
+
+def test_the_install_refuses_a_missing_wheels_folder_in_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(gpu_check, "registered", lambda: False)
+    assert gpu_check.main(["install", str(tmp_path / "none"), str(tmp_path / "site")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"gpu_check install: no wheels folder {tmp_path / 'none'}; fetch it "
+                   "beforehand with tools/fetch_gpu_wheels.sh (on a machine with network) and "
+                   "carry it along")
+
+
+def wheel(folder: Path, dist: str, module: str) -> Path:
+    path = folder / f"{dist}-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr(f"{module}/__init__.py", "VALUE = 1\n")
+        archive.writestr(f"{dist}-1.0.dist-info/METADATA", f"Name: {dist}\nVersion: 1.0\n")
+        archive.writestr(f"{dist}-1.0.dist-info/entry_points.txt",
+                         f"[pytest11]\n{module} = {module}\n")
+    return path
+
+
+def test_the_install_unpacks_what_differs_where_there_is_no_pip(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    wheel(wheels, "pytest_mlbench", "fake_mlbench")
+    wheel(wheels, "py_cpuinfo2", "fake_cpuinfo")
+    wheel(wheels, "threadpoolctl", "fake_threadpoolctl")
+    monkeypatch.setattr(gpu_check, "registered", lambda: False)
+    monkeypatch.setattr(gpu_check, "missing_modules", lambda: ["cpuinfo"])
+    monkeypatch.setattr(gpu_check, "installed", {"threadpoolctl": "1.0"}.get)
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(gpu_check.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "pip" else real_find_spec(name, *a))
+    site = tmp_path / "site"
+    assert gpu_check.install(wheels, site) == str(site)
+    assert sorted(p.name for p in site.iterdir()) == [
+        "fake_cpuinfo", "fake_mlbench", "py_cpuinfo2-1.0.dist-info",
+        "pytest_mlbench-1.0.dist-info"]  # threadpoolctl 1.0 is installed: not again
+
+
+def test_bad_usage_is_one_line() -> None:
+    done = subprocess.run(["bash", str(SCRIPT), "--device=tpu"], capture_output=True,
+                          text=True, check=False)
+    assert done.returncode == 2
+    assert done.stderr == ("gpu_check: --device is tpu; accepted: --device=gpu|cpu --out DIR "
+                           "--wheels DIR --budget SECONDS --quick --select EXPR "
+                           "[-- PYTEST-ARGS]\n")

@@ -1,0 +1,300 @@
+"""Adapters: round trips keep bytes and dtype, variants count their compilations, and a
+precision policy that does not take effect is an error, never a quiet downgrade."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pytest_mlbench import frameworks
+from pytest_mlbench.errors import PolicyNotApplied, Unavailable, Unsupported
+from pytest_mlbench.precision import POLICIES, dtype_name, numpy_dtype
+
+INSTALLED = [name for name in frameworks.BUILTIN
+             if frameworks.missing_reason(name, frameworks.BUILTIN) is None]
+
+
+def adapter_for(name: str, precision: str = "fp32") -> Any:
+    adapter = frameworks.load(name, frameworks.BUILTIN)
+    adapter.setup("cpu", POLICIES[precision], 0)
+    return adapter
+
+
+@pytest.mark.parametrize("name", INSTALLED)
+@pytest.mark.parametrize("precision", ["fp32", "fp64", "bf16"])
+def test_round_trip_keeps_bytes_and_dtype(name: str, precision: str) -> None:
+    try:
+        adapter = adapter_for(name, precision)
+    except Unsupported as exc:
+        assert precision == "bf16" and "bfloat16" in str(exc)
+        return
+    array = np.linspace(-1, 1, 12).reshape(3, 4).astype(numpy_dtype(POLICIES[precision]))
+    back = adapter.to_numpy(adapter.asarray(array))
+    assert back.dtype == array.dtype and back.tobytes() == array.tobytes()
+    assert dtype_name(adapter.asarray(array)) == POLICIES[precision].dtype
+
+
+@pytest.mark.parametrize("name", [n for n in INSTALLED if n in ("jax", "tensorflow", "torch")])
+def test_compiled_variant_counts_traces(name: str) -> None:
+    adapter = adapter_for(name)
+    compiled = adapter.compile(lambda x: x * 2, "jit")
+    assert compiled.traces() == 0
+    x = adapter.asarray(np.ones(4, np.float32))
+    adapter.sync(compiled(x))
+    adapter.sync(compiled(x))
+    assert compiled.traces() == 1
+
+
+def test_jax_counts_every_compilation_and_only_the_implementations_own_as_its_jit() -> None:
+    """Eager dispatch compiling a primitive for each new Python value is a compilation (it
+    may not happen while timed) but not the implementation's jit; a jitted helper of optax's
+    (Adam's bias correction) is the library's as shipped; a jax.jit of its own is its jit."""
+    jax = pytest.importorskip("jax")
+    optax = pytest.importorskip("optax")
+    adapter = adapter_for("jax")
+    x = adapter.asarray(np.linspace(1, 2, 7).astype(np.float32))  # a shape no other test uses
+    own, every = adapter.compile_events(), adapter.backend_compiles()
+    for power in (37, 38, 39):  # x ** int: integer_pow with the power as a static parameter
+        adapter.sync(x ** power)
+    assert (adapter.compile_events(), adapter.backend_compiles()) == (own, every + 3)
+    tx = optax.adam(1e-3)
+    adapter.sync(tx.update(x, tx.init(x), x)[0])
+    assert adapter.backend_compiles() > every + 3  # optax compiled something of its own
+    assert adapter.compile_events() == own
+    adapter.sync(jax.jit(lambda y: y * 3)(x))
+    assert adapter.compile_events() == own + 1
+
+
+@pytest.mark.parametrize("name", [n for n in INSTALLED if n != "tensorflow"])
+def test_unknown_variant_is_unsupported(name: str) -> None:
+    adapter = adapter_for(name)
+    assert "xla" not in adapter.variants
+    with pytest.raises(Unsupported, match=f"{name} has no xla variant"):
+        adapter.compile(lambda x: x, "xla")
+
+
+def test_jax_fp64_that_does_not_take_effect_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    jax = pytest.importorskip("jax")
+    adapter = adapter_for("jax", "fp32")  # x64 off
+    real_update = jax.config.update
+    monkeypatch.setattr(jax.config, "update",
+                        lambda key, value: None if key == "jax_enable_x64" else real_update(key, value))
+    with pytest.raises(PolicyNotApplied, match="jax made float32 from float64 input"):
+        adapter.setup("cpu", POLICIES["fp64"], 0)
+
+
+def test_torch_tf32_left_on_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    torch = pytest.importorskip("torch")
+    adapter = adapter_for("torch", "fp32")
+    torch.set_float32_matmul_precision("high")
+    monkeypatch.setattr(torch, "set_float32_matmul_precision", lambda value: None)
+    with pytest.raises(PolicyNotApplied, match="torch float32 matmul precision is high, the fp32 "
+                                               "policy needs highest"):
+        adapter.setup("cpu", POLICIES["fp32"], 0)
+    monkeypatch.undo()
+    torch.set_float32_matmul_precision("highest")
+
+
+def _toggle_tf32(name: str) -> None:
+    """On and off again, as a step that hides TF32 from a check of the current values would."""
+    if name == "torch":
+        import torch
+
+        torch.set_float32_matmul_precision("high")
+        torch.set_float32_matmul_precision("highest")
+    elif name == "tensorflow":
+        import tensorflow as tf
+
+        tf.config.experimental.enable_tensor_float_32_execution(True)
+        tf.config.experimental.enable_tensor_float_32_execution(False)
+    else:
+        import jax
+
+        with jax.default_matmul_precision("tensorfloat32"):
+            pass
+
+
+@pytest.mark.parametrize("name", [n for n in INSTALLED if n in ("jax", "tensorflow", "torch")])
+def test_precision_switched_and_restored_after_setup_is_an_error(name: str) -> None:
+    adapter = adapter_for(name, "fp32")
+    adapter.verify_policy(POLICIES["fp32"])
+    _toggle_tf32(name)
+    with pytest.raises(PolicyNotApplied, match=f"{name} precision settings were changed while "
+                                               r"the case ran \(\d call\(s\): "):
+        adapter.verify_policy(POLICIES["fp32"])
+    adapter.setup("cpu", POLICIES["fp32"], 0)  # the next case starts clean
+    adapter.verify_policy(POLICIES["fp32"])
+
+
+def test_jax_x64_switched_on_in_an_fp32_case_is_an_error() -> None:
+    jax = pytest.importorskip("jax")
+    adapter = adapter_for("jax", "fp32")
+    jax.config.update("jax_enable_x64", True)
+    try:
+        with pytest.raises(PolicyNotApplied, match="jax_enable_x64 is True, the fp32 policy "
+                                                   "needs False"):
+            adapter.verify_policy(POLICIES["fp32"])
+    finally:
+        adapter.setup("cpu", POLICIES["fp32"], 0)
+
+
+@pytest.mark.parametrize("name", [n for n in INSTALLED if n in ("jax", "tensorflow", "torch")])
+def test_absent_gpu_is_unavailable_with_reason(name: str) -> None:
+    adapter = frameworks.load(name, frameworks.BUILTIN)
+    if "gpu" in adapter.devices():
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(Unavailable, match=f"no gpu visible to {name}"):
+        adapter.setup("gpu", POLICIES["fp32"], 0)
+
+
+@pytest.mark.parametrize("name", ["numpy", "numba", "autograd"])
+def test_cpu_only_frameworks_refuse_gpu_and_tf32(name: str) -> None:
+    if name not in INSTALLED:
+        pytest.skip(f"{name} not installed")
+    adapter = frameworks.load(name, frameworks.BUILTIN)
+    with pytest.raises(Unsupported, match="runs on the CPU only"):
+        adapter.setup("gpu", POLICIES["fp32"], 0)
+    with pytest.raises(Unsupported, match="tf32 applies to NVIDIA GPUs only"):
+        adapter.setup("cpu", POLICIES["tf32"], 0)
+
+
+def test_versions_and_threads_are_reported() -> None:
+    for name in INSTALLED:
+        adapter = adapter_for(name)
+        assert adapter.versions(), name
+        assert isinstance(adapter.threads(), dict)
+
+
+def test_numpy_peak_memory_sees_a_step_allocation() -> None:
+    adapter = adapter_for("numpy")
+    found = adapter.peak_memory(lambda: np.ones(1_000_000).sum())
+    assert found is not None and found[0] >= 8_000_000 and found[1] == "step"
+
+
+@pytest.mark.parametrize("name", [n for n in INSTALLED if n in ("jax", "tensorflow", "torch", "numba")])
+def test_frameworks_without_cpu_memory_counters_say_none(name: str) -> None:
+    adapter = adapter_for(name)
+    ran = []
+    assert adapter.peak_memory(lambda: ran.append(1)) is None
+    assert ran in ([], [1])  # may or may not have run the step; never invents a figure
+
+
+def test_torch_gpu_path_selects_cuda_and_synchronises(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No GPU here: fake CUDA's presence to check the GPU path picks cuda and that sync waits
+    on it (a timing without torch.cuda.synchronize would measure launches, not work)."""
+    torch = pytest.importorskip("torch")
+    adapter = frameworks.load("torch", frameworks.BUILTIN)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "Fake GPU")
+    synced: list[Any] = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: synced.append(device))
+    assert adapter.devices()["gpu"] == "1 x Fake GPU"
+    adapter.setup("gpu", POLICIES["tf32"], 0)
+    assert torch.get_float32_matmul_precision() == "high"
+    adapter.sync(None)
+    assert synced == [torch.device("cuda")]
+    adapter.setup("cpu", POLICIES["fp32"], 0)
+    adapter.sync(None)
+    assert len(synced) == 1  # the CPU path does not wait on CUDA
+
+
+ALONE = """
+import sys
+from pytest_mlbench import frameworks
+adapter = frameworks.load(sys.argv[1], frameworks.BUILTIN)
+adapter.set_threads(1)
+adapter.setup("cpu", __import__("pytest_mlbench.precision").precision.POLICIES["fp32"], 0)
+adapter.matmul_gflops("float32", 64, 1)
+others = {n: frameworks.adapter_class(n, frameworks.BUILTIN).modules
+          for n in frameworks.BUILTIN if n not in ("numpy", sys.argv[1])}
+print(sorted(m for n, mods in others.items() for m in mods if m in sys.modules))
+"""
+
+
+@pytest.mark.parametrize("name", INSTALLED)
+def test_a_framework_started_alone_loads_no_other_framework(name: str) -> None:
+    """A worker holds one framework: its adapter's start (import, threads, policy, a first
+    matmul) loads no other framework's modules (TensorFlow's import would load JAX)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", ALONE, name], check=True, capture_output=True,
+                          text=True)
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout
+
+
+KILLED = """
+import os, signal
+import tensorflow as tf
+from pytest_mlbench.frameworks.tensorflow_ import TensorflowAdapter
+
+def step(x):
+    return tf.tanh(x) * 2.0 if tf.reduce_sum(x) > 0 else x  # AutoGraph converts the branch
+
+TensorflowAdapter().compile(step, "jit").fn(tf.ones(4)).numpy()
+os.kill(os.getpid(), signal.SIGKILL)  # as a session ends its workers
+"""
+
+
+def test_a_killed_tensorflow_worker_leaves_nothing_in_the_temporary_folder(
+        tmp_path: Any) -> None:
+    """AutoGraph deletes its converted source at exit, which a killed worker never reaches:
+    in a worker (the environment compile_caches gives it) the files go to the session's
+    folder instead of the system's."""
+    pytest.importorskip("tensorflow")
+    import os
+    import subprocess
+    import sys
+
+    from pytest_mlbench.engine.pools import compile_caches
+
+    system = tmp_path / "tmp"
+    system.mkdir()
+    env = {**os.environ, "TMPDIR": str(system), **compile_caches(str(tmp_path / "session"))}
+    script = tmp_path / "killed.py"  # a file: AutoGraph converts only code whose source it reads
+    script.write_text(KILLED)
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                          text=True, check=False)
+    assert done.returncode == -9, done.stderr[-2000:]
+    assert list(system.iterdir()) == []
+    assert list((tmp_path / "session" / "tf-tmp").glob("__autograph_generated_file*"))
+
+
+XLA_STEP = {
+    "jax": "import jax, jax.numpy as jnp\n"
+           "jax.jit(lambda x: jnp.tanh(x @ x.T) * 0.5)(jnp.ones((8, 8))).block_until_ready()\n",
+    "tensorflow": "import tensorflow as tf\n"
+                  "tf.function(lambda x: tf.tanh(x @ tf.transpose(x)) * 0.5,\n"
+                  "            jit_compile=True)(tf.ones((8, 8))).numpy()\n",
+}
+
+
+@pytest.mark.parametrize("framework", sorted(XLA_STEP))
+def test_a_worker_compiles_xla_itself_even_where_the_user_configured_a_persistent_cache(
+        tmp_path: Any, framework: str) -> None:
+    """An executable XLA loads from its persistent cache runs faster than the same program
+    compiled in the process (engine/workers.compile_caches): every process compiles, so every
+    process measures the same thing. The user's cache is left alone (nothing written to it)
+    and their other XLA flags are kept; without the worker's environment the same step does
+    write to it, so the check can fail."""
+    pytest.importorskip(framework)
+    import os
+    import subprocess
+    import sys
+
+    from pytest_mlbench.engine.pools import TF_XLA_CACHE_FLAG, compile_caches
+
+    user = tmp_path / "user-cache"
+    configured = {"JAX_COMPILATION_CACHE_DIR": str(user),
+                  "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+                  "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+                  "TF_XLA_FLAGS": f"--tf_xla_auto_jit=0 {TF_XLA_CACHE_FLAG}={user}"}
+    worker = compile_caches(str(tmp_path / "session"), configured)
+    assert worker["TF_XLA_FLAGS"] == "--tf_xla_auto_jit=0"
+    for env, written in ((worker, False), ({}, True)):
+        subprocess.run([sys.executable, "-c", XLA_STEP[framework]], check=True,
+                       capture_output=True, env={**os.environ, **configured, **env})
+        assert (user.is_dir() and any(user.iterdir())) == written, framework

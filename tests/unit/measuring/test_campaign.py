@@ -1,0 +1,337 @@
+"""Timed turns: the first round after a worker resumes is run and dropped, and the campaign
+plans rounds, turns and audits so that dropped rounds never shorten what is recorded.
+A fake pool stands in for the worker: nothing here depends on how fast anything runs. Last,
+which pools a campaign starts with a pass, and which of them warm their compiler up."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pytest_mlbench import frameworks
+from pytest_mlbench.checking.oracle_client import OracleService
+from pytest_mlbench.engine.pools import PoolKey, Side
+from pytest_mlbench.measuring import case_run as pipeline
+from pytest_mlbench.measuring import schedule
+from pytest_mlbench.measuring.campaign import Campaign, Lane, Plan
+from pytest_mlbench.measuring.progress import Progress
+from pytest_mlbench.workloads import catalogue, data
+from pytest_mlbench.workloads.case import CaseId
+
+SUITES = Path(__file__).resolve().parents[3] / "suites"
+
+
+class FakePool:
+    """Answers "round" with a cold first round (10x) and warm ones after it, and "fetch"
+    with what it kept of every round (the digests are those of what it keeps)."""
+
+    def __init__(self, pretouched: tuple[Any, ...] = ()) -> None:
+        self.calls: list[tuple[int, int]] = []  # (first serial, rounds) of each command
+        self.fetched: list[list[int]] = []  # the serials each fetch asked for
+        self.pretouched = list(pretouched)  # what each turn's pre-touch check did
+        self.serial = 0
+
+    def case(self, handle: int, method: str, *args: Any, timeout: float | None = None,
+             ) -> list[dict[str, Any]]:
+        if method == "fetch":
+            self.fetched.append([self.serial - back for back, _ in args[0]])
+            return [[self.result() for _ in args[0]]]
+        assert method == "round"
+        total = args[0]
+        self.calls.append((self.serial + 1, total))
+        serials = list(range(self.serial + 1, self.serial + total + 1))
+        self.serial += total
+        seconds = [10.0] + [1.0] * (total - 1)
+        again = self.pretouched.pop(0) if self.pretouched else None
+        digest = data.digest({}, {})
+        return [{"seconds": seconds, "serials": serials, "digests": [digest] * total,
+                 "span": sum(seconds), "pretouched": again}]
+
+    @staticmethod
+    def result() -> dict[str, Any]:
+        return {"params": {}, "state": {}, "steps": 0}
+
+
+def case_run(pool: FakePool) -> pipeline.CaseRun:
+    cid = SimpleNamespace(task=SimpleNamespace(kind="train"))
+    ctx = SimpleNamespace(cid=cid, where="fake", reference=SimpleNamespace(seed=0))
+    run = pipeline.CaseRun(ctx, pool, {"name": "fake"}, calls=1)  # type: ignore[arg-type]
+    run.handle, run.round_s = 1, 1.0
+    return run
+
+
+def test_each_turn_drops_its_first_round_and_records_the_rest() -> None:
+    pool = FakePool()
+    run = case_run(pool)
+    assert run.turn(3) == [1.0, 1.0, 1.0]
+    assert run.turn(2) == [1.0, 1.0]
+    assert run.seconds == [1.0] * 5 and 10.0 not in run.seconds
+    # rounds are numbered through the dropped ones: 1-4, then 5-7
+    assert pool.calls == [(1, 4), (5, 3)]
+    assert run.rounds_done == 7
+
+
+def test_a_dropped_round_can_be_audited_like_any_other() -> None:
+    pool = FakePool()
+    run = case_run(pool)
+    run.audits = {5}  # the first, dropped round of the second turn
+    run.turn(3)
+    run.turn(2)
+    # fetched after its turn with the state it started from (round 4, the turn before's);
+    # the first turn, unaudited, fetched a decoy all the same, kept nowhere
+    assert len(pool.fetched) == 2 and len(pool.fetched[0]) in (1, 2)
+    assert pool.fetched[1] == [4, 5]
+    assert set(run.kept) == {4, 5}
+
+
+def test_turns_that_pretouched_the_heap_again_are_counted_in_the_heap_record() -> None:
+    """The worker checks its heap before each turn (allocator.pretouch_again); the case's
+    heap record says how many of its turns found it changed and pre-touched again."""
+    run = case_run(FakePool((None, {"pretouched": True}, None, {"pretouched": True})))
+    run.heap = {"pretouched": True, "heap_mb": 100.0}
+    for _ in range(4):
+        run.turn(2)
+    assert run.heap == {"pretouched": True, "heap_mb": 100.0, "again": 2}
+
+
+def test_a_re_pretouch_that_failed_is_not_counted_and_says_why() -> None:
+    """A worker that found its heap changed but could not pre-touch it again (no memory for
+    the headroom, say) did not leave the heap pre-touched: the turn is not counted in
+    ``again``, and the record keeps why."""
+    why = "no memory for a 64 MB headroom"
+    run = case_run(FakePool(({"pretouched": True}, {"pretouched": False, "why": why}, None)))
+    run.heap = {"pretouched": True, "heap_mb": 100.0}
+    for _ in range(3):
+        run.turn(2)
+    assert run.heap == {"pretouched": True, "heap_mb": 100.0, "again": 1, "again_failed": why}
+
+
+def test_without_dropping_every_round_is_recorded() -> None:
+    run = case_run(FakePool())
+    assert run.turn(2, discard=0) == [10.0, 1.0]
+
+
+# -- which pools start, and warm a compiler up -------------------------------------------------
+
+def campaign_of(timing: bool) -> Campaign:
+    """A campaign of the smoke mlp in torch (eager and jit) and numpy (eager); nothing runs."""
+    workload = catalogue.load_workload(SUITES / "mlp")
+    shape, task = workload.sizes["smoke"][0], workload.all_tasks[0]
+    cases = tuple(CaseId(workload, shape, task, fw, variant, "cpu", "fp32")
+                  for fw, variant in (("torch", "eager"), ("torch", "jit"), ("numpy", "eager")))
+    lane = Lane(Side(), catalogue.Catalogue(SUITES, (workload,)), cases)
+    plan = Plan(timing=timing, processes=3, threads=1, affinity="off", seed=0, size="smoke",
+                max_time=1.0, min_rounds=5)
+    return Campaign([lane], plan, frameworks.BUILTIN, OracleService())
+
+
+def test_only_a_timed_campaign_warms_compilers_up_and_only_for_compiled_cases() -> None:
+    """The warm-up keeps a compiler's start-up out of the first case's reported compile time;
+    a session that times nothing reports no compile time, so its workers skip it (inductor's
+    first C++ build is seconds of CPU per worker)."""
+    timed, unchecked = campaign_of(True), campaign_of(False)
+    torch_key, numpy_key = (PoolKey(fw, 1, "", 0) for fw in ("torch", "numpy"))
+    assert timed._compiled(torch_key) and not timed._compiled(numpy_key)
+    assert not unchecked._compiled(torch_key) and not unchecked._compiled(numpy_key)
+    assert not any(unchecked._compiled(k) for k in {k for s in unchecked.states.values()
+                                                    for k in unchecked._slots(s)})
+
+
+def test_only_the_first_pass_warms_compilers_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Compile time is reported from the first pass alone (cold, once): the pools of later
+    passes start without the warm-up, and those of the first pass with it."""
+    campaign, started = campaign_of(True), []
+    monkeypatch.setattr(campaign.pools, "new", lambda key, side, compiler: started.append(
+        (campaign.pass_no, key.framework, compiler)) or FailingPool())
+    monkeypatch.setattr(campaign.host, "take", lambda: None)
+    monkeypatch.setattr(campaign, "_groups", lambda: [])  # no case runs: only the pools start
+    for p in range(3):
+        campaign._pass(p)
+    assert started == [(p, fw, p == 0 and fw == "torch") for p in range(3)
+                       for fw in ("torch", "numpy")]
+
+
+class FailingPool:
+    """A pool whose process never starts (the pass goes on without it)."""
+
+    key, pool = None, None
+
+    def spawn(self) -> None:
+        raise OSError("not started in this test")
+
+    def close(self, kill: bool = False) -> None:
+        pass
+
+
+def test_a_campaign_that_times_nothing_starts_one_pool_a_framework_and_spares_on_demand(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spare pools of a framework (a session that times nothing) are not spawned with the
+    rest: importing TensorFlow twice is seconds of CPU that a job may never need."""
+    spawned: list[PoolKey] = []
+
+    class Pool:
+        def __init__(self, key: PoolKey) -> None:
+            self.key, self.pool = key, None
+
+        def spawn(self) -> None:
+            spawned.append(self.key)
+
+        def started(self) -> None:
+            self.pool = object()
+
+    campaign = campaign_of(False)
+    monkeypatch.setattr(campaign.untimed, "width", 2)
+    monkeypatch.setattr(campaign.pools, "new", lambda key, side, compiler: Pool(key))
+    campaign._start_pools()
+    assert sorted(k.framework for k in spawned) == ["numpy", "torch"]
+    assert all(k.slot == 0 for k in spawned)
+    spare = campaign._slots(next(iter(campaign.states.values())))[1]
+    assert spare.slot == 1 and spare not in campaign.pools
+
+
+def test_the_progress_line_foretells_later_processes_from_their_own_pace(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first process also computes references and compiles cold (about three times a
+    later one on the main job): extrapolating from it said 2547 s left of a 403 s session.
+    While it runs only its own rest is foretold; later processes are foretold from theirs."""
+    lines: list[str] = []
+    timed, unchecked = (Progress(lines.append, groups=10, passes=n, started=0.0)
+                        for n in (3, 1))
+    clock = [0.0]
+    monkeypatch.setattr("pytest_mlbench.measuring.progress.time.monotonic", lambda: clock[0])
+    clock[0] = 60.0  # two groups of the first process took a minute
+    assert timed.eta(2, 0) == ("60 s so far, about 240 s left in the first process; "
+                               "2 faster process(es) to come")
+    clock[0] = 300.0
+    assert timed.eta(10, 0) == "300 s so far, the first process done; 2 faster process(es) to come"
+    timed.first_pass_s = 300.0
+    clock[0] = 340.0  # two groups of the second process took 40 s: 18 groups left at 20 s
+    assert timed.eta(12, 1) == "340 s so far, about 360 s left"
+    assert timed.eta(30, 2) == "340 s in all"
+    timed.group_done(2, "mlp", 330.0, 10, 30)
+    assert lines == ["mlbench [process 3/3] mlp: 10 case(s) checked and timed in 10.0 s; "
+                     "340 s in all"]
+    clock[0] = 20.0  # a session that times nothing has one pass: its own pace
+    assert unchecked.eta(2, 0) == "20 s so far, about 80 s left"
+
+
+def test_a_campaign_counts_its_groups_and_passes_for_the_progress_line() -> None:
+    assert (campaign_of(True).progress.groups, campaign_of(True).progress.passes) == (1, 3)
+    assert campaign_of(False).progress.passes == 1
+
+
+@pytest.mark.parametrize("rounds", [1, 3, 4, 5, 6, 7, 12, 13, 40])
+def test_a_pass_shares_its_rounds_out_evenly_over_its_turns(
+        rounds: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A case takes a turn in every cycle it has a round for, one recorded round a turn at
+    least (after its dropped one): a 5-round case takes five turns of one, where two rounds a
+    turn at least gave it 2 and 3, all its rounds at two moments of the pass (vit's torch-jit
+    in the main job). The turns add up to the pass's rounds; an A/B pair's sides take the same
+    turns, the side that goes first alternating."""
+    campaign = campaign_of(True)
+    run = lambda side: SimpleNamespace(  # noqa: E731
+        ctx=SimpleNamespace(cid=SimpleNamespace(name="c")), spec={"name": "c"}, side=side,
+        secret=7, seconds=[], audits=set())
+    base, head = run("base"), run("head")
+    monkeypatch.setattr(campaign, "rounds_for", lambda r: rounds)
+    taken: list[tuple[str, int]] = []
+
+    def turn(r: Any, count: int, cycle: int) -> None:
+        taken.append((r.side, count))
+        r.seconds += [1.0] * count
+
+    monkeypatch.setattr(campaign, "_turn", turn)
+    campaign._interleave([base, head], 0)  # type: ignore[list-item]
+    counts = [count for side, count in taken if side == "base"]
+    assert sum(counts) == len(base.seconds) == len(head.seconds) == rounds
+    assert len(counts) == min(rounds, schedule.CYCLES) and min(counts) >= 1
+    assert max(counts) - min(counts) <= 1
+    assert [side for side, _ in taken][0::2] == [("base", "head")[k % 2]
+                                                 for k in range(len(counts))]
+    assert base.audits and head.audits
+
+
+def test_a_process_records_its_share_of_the_time_and_a_round_in_every_cycle() -> None:
+    """--benchmark-max-time and --benchmark-min-rounds are the whole case's, over its
+    processes, and a process records one round in every cycle at least; a shape's fixed count
+    is shared out too (a shape so large it fixes its rounds takes fewer turns)."""
+    assert schedule.rounds_per_process(None, 0.01, 3, 0.6, 5) == 20  # 0.2 s of 10 ms rounds
+    assert schedule.rounds_per_process(None, 1.0, 3, 0.6, 5) == schedule.CYCLES
+    assert schedule.rounds_per_process(None, 0.034, 3, 0.5, 5) == schedule.CYCLES  # not 5
+    assert schedule.rounds_per_process(None, 1.0, 2, 0.6, 20) == 10  # min rounds, shared
+    assert schedule.rounds_per_process(7, 0.01, 3, 100.0, 5) == 3  # fixed: ceil(7 / 3)
+
+
+def test_audited_rounds_replay_from_the_secret_and_grow_with_the_rounds() -> None:
+    chosen = schedule.audited_rounds(0, "mlp-numpy-eager-cpu-fp32", 0, 120)
+    assert chosen == schedule.audited_rounds(0, "mlp-numpy-eager-cpu-fp32", 0, 120)
+    assert len(chosen) == 1 + 120 // schedule.AUDIT_EVERY and chosen <= set(range(1, 121))
+    assert len(schedule.audited_rounds(0, "c", 0, 1)) == 1
+    others = {frozenset(schedule.audited_rounds(0, "mlp-numpy-eager-cpu-fp32", p, 120))
+              for p in range(1, 6)}
+    assert others - {frozenset(chosen)}  # another pass audits other rounds
+
+
+def test_each_case_run_draws_its_own_secret_which_the_worker_never_receives() -> None:
+    """The audited rounds come from a secret drawn in the parent (pipeline.CaseRun.secret),
+    not from the session's seed a worker knows; no command sent to the worker carries it,
+    the round numbers, or which rounds are audited."""
+    pool = FakePool()
+    runs = [case_run(pool) for _ in range(2)]
+    assert runs[0].secret != runs[1].secret
+    runs[0].audits = {2}
+    runs[0].turn(3)
+    assert pool.calls == [(1, 4)] and pool.fetched == [[1, 2]]  # fetched after the turn
+
+
+def test_a_worker_whose_results_changed_after_its_turn_fails() -> None:
+    class Changing(FakePool):
+        @staticmethod
+        def result() -> dict[str, Any]:
+            return {"params": {"w": np.ones(1)}, "state": {}, "steps": 0}
+
+    run = case_run(Changing())
+    run.audits = {1}
+    with pytest.raises(AssertionError, match="changed after the clock stopped"):
+        run.turn(1)
+
+
+# -- what a round's clock holds, and the parent's clock against the worker's -------------------
+
+def test_a_round_result_is_made_numpy_only_from_the_frameworks_own_types() -> None:
+    """Inside the clock the adapter converts the framework's own arrays; any other object is
+    refused before it is converted (its conversion could run owed work untimed)."""
+    from pytest_mlbench.engine import runners
+    from pytest_mlbench.frameworks.numpy_ import NumpyAdapter
+
+    adapter = NumpyAdapter()
+    accepted = runners.concrete_types(adapter)
+    found = runners.concrete(adapter, np.ones(2), "x", accepted)
+    assert isinstance(found, np.ndarray) and found.tolist() == [1.0, 1.0]
+    assert runners.concrete(adapter, 0.5, "loss", accepted) == 0.5
+
+    class Duck:
+        def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+            raise AssertionError("converted")
+
+    with pytest.raises(runners.NotConcrete, match=r"x is a \S+Duck, not one of numpy's own "
+                                                  r"concrete arrays .*work owed, not done"):
+        runners.concrete(adapter, Duck(), "x", accepted)
+    with pytest.raises(runners.NotConcrete):  # a subclass is not the type
+        runners.concrete(adapter, np.ones(2).view(np.ma.MaskedArray), "x", accepted)
+
+
+def test_the_worker_clock_must_cover_half_the_parents_time_less_a_slack_a_turn() -> None:
+    from pytest_mlbench.checking import audit
+
+    honest = {"parent_s": 2.0, "worker_s": 1.9, "timed_s": 1.5, "turns": 12}
+    audit.assert_clocks_agree(honest, where="fake")
+    stalled = {"parent_s": 0.3, "worker_s": 0.01, "timed_s": 0.005, "turns": 12}
+    audit.assert_clocks_agree(stalled, where="fake")  # a busy host: within the slack
+    quarter = {"parent_s": 2.0, "worker_s": 0.5, "timed_s": 0.4, "turns": 4}
+    with pytest.raises(AssertionError, match="the worker's clock disagrees with the parent's"):
+        audit.assert_clocks_agree(quarter, where="fake")

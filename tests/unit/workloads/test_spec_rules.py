@@ -1,0 +1,43 @@
+"""Discovery's rules for the task kinds: declarations that would silently match nothing, and
+a Hessian-vector product without the objective it is of, are reported as problems of the
+folder, each one line naming the rule."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from pytest_mlbench import Tolerance, infer, sgd, train, transform
+from pytest_mlbench.workloads import catalogue
+
+MODELS = catalogue.load_suite_file(Path(__file__).resolve().parents[2] / "kinds" / "models.py")
+
+
+def problems(**changes: object) -> list[str]:
+    spec = MODELS.mlp("rules", (train(sgd(0.1)), transform("hvp"), infer()), jax=("jit",))
+    return dataclasses.replace(spec, **changes).problems()
+
+
+def test_the_tests_mlp_breaks_no_rule() -> None:
+    assert problems() == []
+
+
+def test_an_unsupported_key_with_a_typo_is_reported() -> None:
+    found = problems(unsupported={("tensorflow", "jacfwd"): "no forward-mode Jacobian",
+                                  ("jax", "hvp"): "fine"})
+    assert found == ["unsupported key ('tensorflow', 'jacfwd') names ['jacfwd', 'tensorflow'], "
+                     "which is no framework, variant, device, precision or task label of this "
+                     "spec"]
+
+
+def test_a_tolerance_for_no_precision_is_reported() -> None:
+    found = problems(tolerances={"float32": Tolerance(1e-3, 1e-3)})
+    assert len(found) == 1 and found[0].startswith("tolerances['float32'] must map a precision")
+
+
+def test_an_hvp_needs_the_objective() -> None:
+    assert "an hvp task needs objective(xp, outputs, data)" in problems(objective=None)[0]
+
+
+def test_inference_needs_a_forward() -> None:
+    assert any("need forward(xp, params, data)" in p for p in problems(forward=None))
