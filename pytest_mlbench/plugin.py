@@ -312,6 +312,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.section("mlbench: step time normalised to the fastest")
         for line in normalised.normalised_table(records):
             terminalreporter.write_line(line)
+        terminalreporter.write_line(normalised.legend())
         if probe := hostspeed.line(state.host_probe() if state else {}):
             terminalreporter.write_line(probe)
         if uncounted := normalised.uncounted_line(records):

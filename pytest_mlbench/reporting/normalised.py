@@ -24,6 +24,14 @@ HEADER = ("implementation", "step (ms)", NEXT, "normalised", NEXT,
           "GFLOP/s", "util", "compile (s)", "procs x rounds", "")
 
 
+def legend() -> str:
+    """One line under the table for a first-time reader: what its columns mean."""
+    return (f"normalised: step time over the group's fastest; [a, b]: a {stats.PREDICTION:.0%} "
+            "interval for the figure the next run (as many processes) will show; util: share of "
+            "this session's measured matmul peak; compile: the first process's cold compile "
+            "time, never inside a timed round (README: reading the table)")
+
+
 def normalised_table(records: Iterable[Record], reference: str | None = None) -> list[str]:
     """One block per ``Identity.group`` (first-seen order), rows fastest first; ``reference``
     (an impl such as ``jax-jit``) sets the 1.0 where the group has it, else the fastest does.

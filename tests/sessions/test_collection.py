@@ -154,6 +154,9 @@ def test_a_session_that_times_nothing_checks_its_cases_beside_the_other_tests(
                                 *timing)
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["*mlbench [[]process 1/1[]] toy*"])
+    # a timed session's table comes with one line saying what its figures mean
+    legend = [line for line in result.stdout.lines if line.startswith("normalised: step time")]
+    assert len(legend) == (0 if mode == "check" else 1), result.stdout.str()
 
 
 def test_a_session_ended_early_ends_its_campaign(pytester: pytest.Pytester,
