@@ -84,13 +84,17 @@ def audit_step_count(ctx: Context, after: Mapping[str, Any], *, where: str) -> s
     counted there (count_unreadable); if one cannot, the count is not judged and the reason
     is returned (the record keeps the round). The round-relative check still judged the
     round's work, and an implementation behind from the start is caught at the rounds where
-    the count can be read. Up to ABSOLUTE_STEPS steps (every audited round of a
-    --benchmark-disable session, the early rounds of a timed one), from the Reference's
-    cached trajectories."""
+    the count can be read. Always up to ABSOLUTE_STEPS steps, and beyond as far as the
+    reference's trajectory is affordable (``affordable``), from the Reference's cached
+    trajectories; a count past that is not judged and the reason returned, as above."""
     steps = after.get("steps")
-    if steps is None or not affordable(ctx, int(steps)):
+    if steps is None:
         return None
     n = int(steps)
+    if not affordable(ctx, n):
+        return (f"step {n} not counted from the seeded start: the float64 reference's "
+                f"trajectory that far costs more than {COUNT_BUDGET_S:g} s here (the round's "
+                "own steps were judged)")
     label = (f"{where} {n} step(s) from the seeded start (step() has been called {n} "
              "time(s); are the reported parameters behind the work, or is work left running "
              "after the round?)")

@@ -224,11 +224,18 @@ def test_the_audit_passes_parameters_within_the_fixed_tolerance_of_a_converged_s
     audit_step_count(ctx, reported(near), where=WHERE)
 
 
-def test_the_audit_counts_up_to_absolute_steps_only() -> None:
+def test_the_audit_counts_past_absolute_steps_while_the_reference_is_affordable(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Parameters left at the start are caught at step 128 and past it (a lag that begins
+    after step 128 is no longer free); where the reference's trajectory would cost more than
+    COUNT_BUDGET_S, the count is not judged and the reason comes back for the record."""
     ctx = context(sgd(0.02))
-    audit_step_count(ctx, reported(ctx.params, steps=129), where=WHERE)  # not checked
-    with pytest.raises(AssertionError, match=r"128 step\(s\) from the seeded start"):
-        audit_step_count(ctx, reported(ctx.params, steps=128), where=WHERE)
+    for steps in (128, 129, 300):
+        with pytest.raises(AssertionError, match=rf"{steps} step\(s\) from the seeded start"):
+            audit_step_count(ctx, reported(ctx.params, steps=steps), where=WHERE)
+    monkeypatch.setattr(audit, "COUNT_BUDGET_S", -1.0)
+    why = audit_step_count(context(sgd(0.02)), reported(ctx.params, steps=5000), where=WHERE)
+    assert why is not None and "step 5000 not counted" in why and "costs more than" in why
 
 
 # -- where rounding alone moves an honest run half a step: no count can be read -------------
