@@ -32,7 +32,7 @@ from pytest_mlbench.options import (
     option_table,
 )
 from pytest_mlbench.precision import POLICIES, Policy
-from pytest_mlbench.session import CASE_FIXTURE, RunState, uses_own_fixtures
+from pytest_mlbench.session import CASE_FIXTURE, RunState, case_keywords, uses_own_fixtures
 
 if TYPE_CHECKING:
     import numpy as np
@@ -143,6 +143,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     config.stash[STATE].own_items = True
     for item in own:
         item.add_marker("mlbench")
+        item.extra_keyword_matches.update(case_keywords(item))
 
 
 @pytest.hookimpl(wrapper=True)

@@ -252,6 +252,16 @@ class RunState:
             self.base.close()
 
 
+def case_keywords(item: pytest.Item) -> set[str]:
+    """Words ``-k`` also finds a case by, beyond its id: its task's label, kind and optimizer
+    (``-k adam`` selects gpt's Adam training, whose id names no task since gpt has one)."""
+    cid = _case_of(item)
+    task = getattr(cid, "task", None)
+    if task is None:
+        return set()
+    return {task.label, task.kind} | ({task.optimizer.name} if task.optimizer else set())
+
+
 def _case_of(item: pytest.Item) -> Any:
     callspec = getattr(item, "callspec", None)
     return callspec.params.get(CASE_FIXTURE) if callspec is not None else None

@@ -314,3 +314,19 @@ def test_an_empty_suites_folder_is_a_skip_saying_there_is_no_workload_folder(
     result = pytester.runpytest("suites", "--benchmark-disable", "-rs")
     result.stdout.fnmatch_lines(["SKIPPED [[]2[]] *: no workload folder under *suites (a "
                                  "workload is a folder with a spec.py*"])
+
+
+def test_k_finds_a_case_by_its_task_and_optimizer_even_when_its_id_names_neither() -> None:
+    """gpt trains with Adam, its only task, so its ids carry no task label: ``-k adam``
+    selects it all the same (the task's label, kind and optimizer are keywords of a case)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    found = subprocess.run([sys.executable, "-m", "pytest", "suites", "--collect-only", "-q",
+                            "--mlbench-size=smoke", "-k", "adam", "-p", "no:cacheprovider"],
+                           cwd=root, capture_output=True, text=True, timeout=120)
+    ids = [line for line in found.stdout.splitlines() if "::test_case[" in line]
+    assert any("[gpt-" in i for i in ids) and any("[mlp_optim-adam-" in i for i in ids), ids
+    assert not any("[mlp-" in i or "[vit-" in i for i in ids), ids  # SGD cases stay out
