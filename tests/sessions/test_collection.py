@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import psutil
 import pytest
@@ -319,10 +322,6 @@ def test_an_empty_suites_folder_is_a_skip_saying_there_is_no_workload_folder(
 def test_k_finds_a_case_by_its_task_and_optimizer_even_when_its_id_names_neither() -> None:
     """gpt trains with Adam, its only task, so its ids carry no task label: ``-k adam``
     selects it all the same (the task's label, kind and optimizer are keywords of a case)."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
     root = Path(__file__).resolve().parents[2]
     found = subprocess.run([sys.executable, "-m", "pytest", "suites", "--collect-only", "-q",
                             "--mlbench-size=smoke", "-k", "adam", "-p", "no:cacheprovider"],
