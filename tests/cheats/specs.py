@@ -8,19 +8,39 @@ temporary suites root, so nothing here is ever part of the project's own suites.
 by a third: a stale gradient, a skipped step or a half batch moves the parameters visibly
 differently from the reference. ``mlp`` is the seed MLP (no biases), for the layer APIs and the
 data-parallel engines.
+
+``honest(workload, framework)`` is the project's own implementation (suites/<workload>/
+impl_<framework>.py) that a cheater loads and overrides only what it cheats with.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
-from pytest_mlbench import Arrays, Shape, Workload
+from pytest_mlbench import Arrays, Shape, Workload, load_suite_file
 
 SIZES = ("smoke", "default", "paper")
+HERE = Path(__file__).resolve().parent
+# the project's suites: copied beside the session's suites root as models/ (cheat_session.py),
+# or, read in place, the repository's own
+SUITES = (HERE.parent / "models", HERE.parents[1] / "suites")
+
+
+def honest(workload: str, framework: str) -> ModuleType:
+    """The honest suites/<workload>/impl_<framework>.py, loaded once per path (the module a
+    cheater subclasses or wraps, never a copy of it)."""
+    for root in SUITES:
+        path = root / workload / f"impl_{framework}.py"
+        if path.is_file():
+            return load_suite_file(path)
+    raise FileNotFoundError(f"no impl_{framework}.py for workload {workload!r} under "
+                            f"{' or '.join(map(str, SUITES))}")
 
 
 def _same_sizes(shape: Shape) -> dict[str, tuple[Shape, ...]]:
@@ -128,6 +148,59 @@ class LinNumpy:
 
     def cheat(self) -> np.ndarray:
         return self.honest_step()
+
+
+class HalfBatch:
+    """An honest StepTrainer which after the checked steps steps through ``half`` (another
+    compiled step) on the first half of its batch; ``warm`` runs ``half`` once in build() so
+    that nothing compiles while timed (None: it compiles at its first timed call)."""
+
+    def __init__(self, inner: Any, half: Any, warm: Any = None) -> None:
+        self.inner, self.half, self.calls = inner, half, 0
+        self.params, self.loss_and_grads = inner.params, inner.loss_and_grads
+        n = inner.data[0].shape[0] // 2
+        self.halves = tuple(d[:n] for d in inner.data)
+        if warm is not None:
+            warm(half(inner.p, *self.halves))
+
+    def step(self) -> Any:
+        self.calls += 1
+        if self.calls <= CHECKED:
+            return self.inner.step()
+        loss, _, self.inner.p = self.half(self.inner.p, *self.halves)
+        return loss
+
+
+class AfterChecks:
+    """An honest trainer whose steps after the checked ones go through ``cheat(inner, n)``
+    (``n`` counting them from 1); params and loss_and_grads stay the honest ones."""
+
+    def __init__(self, inner: Any, cheat: Any) -> None:
+        self.inner, self.cheat, self.calls = inner, cheat, 0
+        self.params, self.loss_and_grads = inner.params, inner.loss_and_grads
+
+    def step(self) -> Any:
+        self.calls += 1
+        if self.calls <= CHECKED:
+            return self.inner.step()
+        return self.cheat(self.inner, self.calls - CHECKED)
+
+
+CHECKED_FORWARDS = CHECKED + 1  # a data-parallel loss's calls: the gradient check, the steps
+
+
+def rank_one_cheats(case: Any, loss: Any, cheat: Any) -> Any:
+    """A data-parallel ``loss(p, x, y)`` from a model's ``loss(p, data)``, whose rank 1, once
+    the checked forwards are over, first passes ``(p, x, y)`` through ``cheat``."""
+    calls = [0]
+
+    def shard_loss(p: dict[str, Any], x: Any, y: Any) -> Any:
+        calls[0] += 1
+        if case.rank == 1 and calls[0] > CHECKED_FORWARDS:
+            p, x, y = cheat(p, x, y)
+        return loss(p, {"x": x, "y": y})
+
+    return shard_loss
 
 
 class MlpNumpy:
