@@ -3,17 +3,26 @@ broken (or honest) implementation, every kind of task, through the builders; eac
 gets one thing wrong in its own kind's terms.
 
 ``mlp(name, tasks, **implementations)`` is the seed MLP at batch 16 with a hand-written
-gradient (training) and its array-API forward (inference and transforms, through the oracle)."""
+gradient (training) and its array-API forward (inference and transforms, through the oracle).
+Its JAX model and NumPy gradient are the project's own (suites/mlp, suites/mlp_optim), loaded
+through ``suite_file``, never copied."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
-from pytest_mlbench import Arrays, Optimizer, Shape, Task, Workload, train
+from pytest_mlbench import Arrays, Optimizer, Shape, Task, Workload, load_suite_file, train
+
+HERE = Path(__file__).resolve().parent
+# the project's suites: copied beside the session's suites root as models/ (test_kinds.py),
+# or, read in place, the repository's own
+SUITES = (HERE.parent / "models", HERE.parents[1] / "suites")
 
 IN, HIDDEN = 128, 128
 
@@ -61,26 +70,23 @@ def mlp(name: str, tasks: tuple[Task, ...], unsupported: Mapping[tuple[str, ...]
 
 # -- the model in each framework ------------------------------------------------------------
 
+def suite_file(relative: str) -> ModuleType:
+    """A file of the project's suites (``"mlp/impl_jax.py"``), loaded once per path."""
+    found = [root / relative for root in SUITES if (root / relative).is_file()]
+    if not found:
+        raise FileNotFoundError(f"{relative} is under none of {[str(r) for r in SUITES]}")
+    return load_suite_file(found[0])
+
+
 def jax_model() -> tuple[Any, Any]:
-    import jax.numpy as jnp
-
-    def fwd(p: Any, d: Any) -> Any:
-        return jnp.tanh(d["x"] @ p["w1"]) @ p["w2"]
-
-    def lss(p: Any, d: Any) -> Any:
-        z = fwd(p, d)
-        return jnp.mean(jnp.logaddexp(0, z) - d["y"] * z)
-
-    return fwd, lss
+    """The seed MLP's forward and loss in jax.numpy (suites/mlp/impl_jax.py)."""
+    honest = suite_file("mlp/impl_jax.py")
+    return honest.forward, honest.loss
 
 
 def numpy_value_and_grad(p: Mapping[str, np.ndarray], d: Mapping[str, np.ndarray]) -> Any:
-    """The hand-written gradient at the policy dtype (a NumPy implementation's own)."""
-    h = np.tanh(d["x"] @ p["w1"])
-    z = h @ p["w2"]
-    dz = (0.5 * (1 + np.tanh(0.5 * z)) - d["y"]) / z.shape[0]
-    dh = (dz @ p["w2"].T) * (1 - h * h)
-    return np.mean(np.logaddexp(0, z) - d["y"] * z), {"w1": d["x"].T @ dh, "w2": h.T @ dz}
+    """The hand-written gradient at the policy dtype (suites/mlp_optim/impl_numpy.py)."""
+    return suite_file("mlp_optim/impl_numpy.py").value_and_grad(p, d)
 
 
 def with_optimizer(case: Any, optimizer: Optimizer) -> Any:
