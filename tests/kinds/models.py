@@ -4,7 +4,7 @@ gets one thing wrong in its own kind's terms.
 
 ``mlp(name, tasks, **implementations)`` is the seed MLP at batch 16 with a hand-written
 gradient (training) and its array-API forward (inference and transforms, through the oracle).
-Its JAX model and NumPy gradient are the project's own (suites/mlp, suites/mlp_optim), loaded
+Its JAX model and NumPy gradient are the project's own (suites/mlp), loaded
 through ``suite_file``, never copied."""
 
 from __future__ import annotations
@@ -85,8 +85,8 @@ def jax_model() -> tuple[Any, Any]:
 
 
 def numpy_value_and_grad(p: Mapping[str, np.ndarray], d: Mapping[str, np.ndarray]) -> Any:
-    """The hand-written gradient at the policy dtype (suites/mlp_optim/impl_numpy.py)."""
-    return suite_file("mlp_optim/impl_numpy.py").value_and_grad(p, d)
+    """The hand-written gradient at the policy dtype (suites/mlp/impl_numpy.py)."""
+    return suite_file("mlp/impl_numpy.py").value_and_grad(p, d)
 
 
 def with_optimizer(case: Any, optimizer: Optimizer) -> Any:
