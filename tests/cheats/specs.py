@@ -29,18 +29,19 @@ SIZES = ("smoke", "default", "paper")
 HERE = Path(__file__).resolve().parent
 # the project's suites: copied beside the session's suites root as models/ (cheat_session.py),
 # or, read in place, the repository's own
-SUITES = (HERE.parent / "models", HERE.parents[1] / "suites")
+SUITES = next(root for root in (HERE.parent / "models", HERE.parents[1] / "suites")
+              if root.is_dir())
+
+
+def suite_file(relative: str) -> ModuleType:
+    """A file of the project's suites (``"mlp/spec.py"``), loaded once per path."""
+    return load_suite_file(SUITES / relative)
 
 
 def honest(workload: str, framework: str) -> ModuleType:
-    """The honest suites/<workload>/impl_<framework>.py, loaded once per path (the module a
-    cheater subclasses or wraps, never a copy of it)."""
-    for root in SUITES:
-        path = root / workload / f"impl_{framework}.py"
-        if path.is_file():
-            return load_suite_file(path)
-    raise FileNotFoundError(f"no impl_{framework}.py for workload {workload!r} under "
-                            f"{' or '.join(map(str, SUITES))}")
+    """The honest suites/<workload>/impl_<framework>.py (the module a cheater subclasses or
+    wraps, never a copy of it)."""
+    return suite_file(f"{workload}/impl_{framework}.py")
 
 
 def _same_sizes(shape: Shape) -> dict[str, tuple[Shape, ...]]:
@@ -84,27 +85,13 @@ def lin(name: str, flops_scale: int = 1, **implementations: tuple[str, ...]) -> 
 IN, HIDDEN = 128, 128
 
 
-def mlp_data(rng: np.random.Generator, dims: Mapping[str, int]) -> Arrays:
-    return {"x": rng.standard_normal((dims["batch"], IN)),
-            "y": rng.integers(0, 2, size=(dims["batch"], 1)).astype(np.float64)}
-
-
-def mlp_params(rng: np.random.Generator, dims: Mapping[str, int]) -> Arrays:
-    return {"w1": 0.01 * rng.standard_normal((IN, HIDDEN)),
-            "w2": 0.01 * rng.standard_normal((HIDDEN, 1))}
-
-
-def mlp_loss(p: Mapping[str, np.ndarray], d: Mapping[str, np.ndarray]) -> float:
-    z = np.tanh(d["x"] @ p["w1"]) @ p["w2"]
-    return float(np.mean(np.logaddexp(0, z) - d["y"] * z))
+def seed_mlp() -> ModuleType:
+    """suites/mlp/spec.py: the seed MLP's data, weights and hand-derived reference."""
+    return suite_file("mlp/spec.py")
 
 
 def mlp_grad(p: Mapping[str, np.ndarray], d: Mapping[str, np.ndarray]) -> Arrays:
-    h = np.tanh(d["x"] @ p["w1"])
-    z = h @ p["w2"]
-    dz = (0.5 * (1 + np.tanh(z / 2)) - d["y"]) / len(z)
-    dh = (dz @ p["w2"].T) * (1 - h * h)
-    return {"w1": d["x"].T @ dh, "w2": h.T @ dz}
+    return seed_mlp().grad(p, d)  # type: ignore[no-any-return]
 
 
 def mlp(name: str, data_parallel: Mapping[str, str] | None = None, steps_per_call: int = 1,
@@ -113,7 +100,8 @@ def mlp(name: str, data_parallel: Mapping[str, str] | None = None, steps_per_cal
     return Workload(
         name=name, summary="seed MLP for cheaters", data_key="mlp",
         sizes=_same_sizes(Shape({"batch": 64}, steps_per_call=steps_per_call)),
-        learning_rate=1e-2, make_data=mlp_data, make_params=mlp_params, loss=mlp_loss, grad=mlp_grad,
+        learning_rate=1e-2, make_data=seed_mlp().make_data, make_params=seed_mlp().make_params,
+        loss=seed_mlp().loss, grad=mlp_grad,
         flops_per_step=lambda dims: 4 * dims["batch"] * IN * HIDDEN,
         data_parallel=dict(data_parallel or {}), implementations=implementations)
 
@@ -184,6 +172,18 @@ class AfterChecks:
         if self.calls <= CHECKED:
             return self.inner.step()
         return self.cheat(self.inner, self.calls - CHECKED)
+
+
+def doubled_batch(concat: Any) -> Any:
+    """An AfterChecks cheat for a StepTrainer: its batch repeated twice at the first step
+    after the checks (the same mean, a new shape), ``concat`` the framework's."""
+
+    def cheat(inner: Any, n: int) -> Any:
+        if n == 1:
+            inner.data = tuple(concat([d, d]) for d in inner.data)
+        return inner.step()
+
+    return cheat
 
 
 CHECKED_FORWARDS = CHECKED + 1  # a data-parallel loss's calls: the gradient check, the steps
@@ -336,7 +336,8 @@ def mlp_tasks(name: str, **implementations: tuple[str, ...]) -> Workload:
 
     return Workload(
         name=name, summary="seed MLP features for precision cheaters", data_key="mlp",
-        sizes=_same_sizes(Shape({"batch": 64})), make_data=mlp_data, make_params=mlp_params,
+        sizes=_same_sizes(Shape({"batch": 64})), make_data=seed_mlp().make_data,
+        make_params=seed_mlp().make_params,
         tasks=(infer(), transform("vjp")), forward=features, objective=features_objective,
         unsupported={("numpy", "vjp"): "NumPy has no autodiff"} if "numpy" in implementations
         else {},
