@@ -62,7 +62,7 @@ def quiet_retracing_warning(case: Any) -> None:
     ``assert_no_retrace``), with a message naming the case. TF's own flag for such functions
     (it sets it on functions restored from a SavedModel) turns off only that warning."""
     for compiled in getattr(case, "compiled", ()):
-        fn = getattr(compiled, "fn", None)
+        fn: Any = getattr(compiled, "fn", None)  # a tf.function for jit and xla
         if hasattr(fn, "_omit_frequent_tracing_warning"):
             fn._omit_frequent_tracing_warning = True
 
