@@ -37,16 +37,17 @@ class Session:
 
 def make_folder(folder: Path) -> Path:
     """``folder`` as a project: suites/ (the workloads and a test module), conftest.py with
-    the cheating adapters' hook, pytest.ini pointing mlbench_suites at suites/; models/cnn, a
-    copy of the real CNN outside the suites, for the cheats that change it."""
+    the cheating adapters' hook, pytest.ini pointing mlbench_suites at suites/; models/, a copy
+    of the project's suites outside the suites root, the honest implementations cheaters load
+    (tests/cheats/specs.py's ``honest``) and change."""
     suites = folder / "suites"
     shutil.copytree(CHEATS, suites, ignore=shutil.ignore_patterns("__pycache__", "hooks.py",
                                                                   "session_module.py"))
     shutil.copy(CHEATS / "session_module.py", suites / "test_cheats.py")
     shutil.copy(CHEATS / "hooks.py", folder / "conftest.py")
     (folder / "pytest.ini").write_text("[pytest]\nmlbench_suites = suites\n")
-    shutil.copytree(MODELS / "cnn", folder / "models" / "cnn",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(MODELS, folder / "models",  # the honest workloads cheaters load
+                    ignore=shutil.ignore_patterns("__pycache__", "test_*.py"))
     return folder
 
 

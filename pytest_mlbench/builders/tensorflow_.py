@@ -45,7 +45,26 @@ def build(model: Model, case: Any) -> Any:
     kinds = {"train": Trainer, "infer": Inference, "jvp": Jvp, "vjp": Vjp, "hvp": Hvp,
              "jacrev": Jacobian}
     with case.adapter.device_scope():
-        return kinds[name](model, case)
+        built = kinds[name](model, case)
+    quiet_retracing_warning(case)
+    return built
+
+
+def quiet_retracing_warning(case: Any) -> None:
+    """Silence TF's "N out of the last M calls to <bound method Trainer._loss_and_grads ...>
+    triggered tf.function retracing" for the tf.functions this builder made for ``case``.
+
+    TF counts traces per Python code object, not per tf.function: a worker serving several
+    cases builds each case's Trainer (or transform) anew, and every one of those tf.functions
+    traces once, so after five cases the same code has "retraced" five times and TF warns, in
+    the output of a suite that did nothing wrong. Each is traced once, before timing; a trace
+    while timed is what the harness itself checks (the compile counts of every phase, and
+    ``assert_no_retrace``), with a message naming the case. TF's own flag for such functions
+    (it sets it on functions restored from a SavedModel) turns off only that warning."""
+    for compiled in getattr(case, "compiled", ()):
+        fn: Any = getattr(compiled, "fn", None)  # a tf.function for jit and xla
+        if hasattr(fn, "_omit_frequent_tracing_warning"):
+            fn._omit_frequent_tracing_warning = True
 
 
 def optimizer(opt: Any, dtype: str) -> keras.optimizers.Optimizer:

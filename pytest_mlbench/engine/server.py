@@ -61,12 +61,13 @@ class CaseServer:
     def _build(self, root: Path, workload: Any, dp: dict[str, Any] | None) -> Any:
         module = catalogue.implementation(root, workload, self.id.framework)
         if self.id.workers > 1:
-            loss = getattr(module, "data_parallel_loss", None)
-            if not callable(loss):
+            loss = catalogue.data_parallel_loss(module, self.case)
+            if loss is None:
                 raise runners.ProtocolError(
-                    f"{self.where}: impl_{self.id.framework}.py defines no "
-                    "data_parallel_loss(case), which the spec's data_parallel entry promises")
-            return self.adapter.data_parallel(self.case, loss(self.case), dp or {})
+                    f"{self.where}: impl_{self.id.framework}.py has no functional loss (build "
+                    "= functional.<fw>(forward, loss)) nor data_parallel_loss(case), one of "
+                    "which the spec's data_parallel entry needs")
+            return self.adapter.data_parallel(self.case, loss, dp or {})
         return module.build(self.case)
 
     def _outputs_shape(self, inputs: dict[str, np.ndarray]) -> tuple[int, ...] | None:

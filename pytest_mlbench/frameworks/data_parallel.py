@@ -8,8 +8,9 @@ trainers, so a data-parallel case goes through exactly the checks and timing of 
   rank), torch.optim.SGD; each rank holds its contiguous slice of the global batch and DDP
   averages gradients during backward.
 
-Both are built from the implementation's ``data_parallel_loss(case)``: a mean loss
-``loss(params, *data)`` over whatever batch or shard it is given, params named as the spec.
+Both are built from a mean loss ``loss(params, *data)`` over whatever batch or shard it is
+given, params named as the spec: the implementation's ``data_parallel_loss(case)``, or one
+derived from its functional loss (workloads/catalogue.py's ``data_parallel_loss``).
 """
 
 from __future__ import annotations

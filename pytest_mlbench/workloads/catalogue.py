@@ -11,10 +11,11 @@ from __future__ import annotations
 import importlib.util
 import sys
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from pytest_mlbench.workloads.spec import Workload
 
@@ -120,16 +121,18 @@ def read_folder(folder: Path, frameworks: tuple[str, ...]) -> tuple[Workload | N
 
 
 def file_problems(folder: Path, spec: Workload, frameworks: tuple[str, ...]) -> list[Problem]:
-    """Every declared implementation has its file and every file is declared: nothing is
-    silently left out of the comparison; and every framework named is one that exists."""
-    out = []
-    files = {p.stem.removeprefix("impl_") for p in folder.glob("impl_*.py")}
+    """Every declared implementation has its file (here, or in the folder named by
+    ``implementations_from``) and every file here is declared: nothing is silently left out
+    of the comparison; and every framework named is one that exists."""
+    files = impl_names(folder)
+    inherited, out = source_problems(folder, spec, files)
     declared = set(spec.implementations)
     for name in sorted(files - declared):
         out.append(Problem(folder / f"impl_{name}.py", "is not declared in SPEC.implementations"))
-    for name in sorted(declared - files):
-        out.append(Problem(folder / f"impl_{name}.py", f"is missing, but SPEC.implementations "
-                                                       f"names {name!r}"))
+    for name in sorted(declared - files - inherited):
+        where = f" (nor in {spec.implementations_from}/)" if spec.implementations_from else ""
+        out.append(Problem(folder / f"impl_{name}.py", f"is missing{where}, but "
+                                                       f"SPEC.implementations names {name!r}"))
     for name in sorted(set(declared) | set(spec.data_parallel)):
         if name not in frameworks:
             out.append(Problem(folder / "spec.py", f"names framework {name!r}, which no adapter "
@@ -141,13 +144,69 @@ def file_problems(folder: Path, spec: Workload, frameworks: tuple[str, ...]) -> 
     return out
 
 
+def impl_names(folder: Path) -> set[str]:
+    return {p.stem.removeprefix("impl_") for p in folder.glob("impl_*.py")}
+
+
+def source_problems(folder: Path, spec: Workload,
+                    own: set[str]) -> tuple[set[str], list[Problem]]:
+    """The frameworks ``implementations_from`` serves (those with a file there and none
+    here), or one line saying why its value names no usable folder."""
+    name = spec.implementations_from
+    if not isinstance(name, str) or Path(name).name != name or not name:
+        return set(), []  # None, or a value the spec's own rules have reported
+    spec_file = folder / "spec.py"
+    source = folder.parent / name
+    if name == folder.name:
+        return set(), [Problem(spec_file, f"implementations_from={name!r} names this folder "
+                                          "itself; name the workload whose impl files it reuses")]
+    if not (source / "spec.py").is_file():
+        return set(), [Problem(spec_file, f"implementations_from={name!r} names no workload "
+                                          f"folder beside this one ({source} has no spec.py)")]
+    served = (impl_names(source) - own) & set(spec.implementations)
+    if not served:
+        return set(), [Problem(spec_file, f"implementations_from={name!r} serves no framework: "
+                                          "every declared implementation has its own file here "
+                                          "or none there; remove the field")]
+    return served, []
+
+
+def implementation_path(root: Path, spec: Workload, framework: str) -> Path:
+    """The workload's own impl_<framework>.py, else the one of ``implementations_from``."""
+    own = root / spec.name / f"impl_{framework}.py"
+    if own.is_file() or not spec.implementations_from:
+        return own
+    return root / spec.implementations_from / f"impl_{framework}.py"
+
+
 def implementation(root: Path, spec: Workload, framework: str) -> ModuleType:
-    folder = root / spec.name
-    module = load_suite_file(folder / f"impl_{framework}.py")
+    path = implementation_path(root, spec, framework)
+    module = load_suite_file(path)
     if not callable(getattr(module, "build", None)) and not callable(
             getattr(module, "data_parallel_loss", None)):
-        raise CatalogueError(f"{folder}/impl_{framework}.py: defines no build(case)")
+        raise CatalogueError(f"{path}: defines no build(case)")
     return module
+
+
+def data_parallel_loss(module: ModuleType, case: Any) -> Callable[..., Any] | None:
+    """``loss(params, *data)`` over one data-parallel shard: the module's own
+    ``data_parallel_loss(case)`` where it defines one, else its functional model's loss (the
+    spec's flat params through ``to_model``, the shard's arrays named as the case's data).
+    None: the module has neither. A mean loss, so the all-reduce's average of the shards'
+    gradients is the global batch's."""
+    own = getattr(module, "data_parallel_loss", None)
+    if callable(own):
+        return own(case)  # type: ignore[no-any-return]
+    model = getattr(getattr(module, "build", None), "model", None)
+    loss = getattr(model, "loss", None)
+    if model is None or loss is None:
+        return None
+    keys = tuple(case.data)
+
+    def shard_loss(flat: Any, *arrays: Any) -> Any:
+        return loss(model.tree(flat), dict(zip(keys, arrays, strict=True)))
+
+    return shard_loss
 
 
 def load_workload(folder: Path) -> Workload:

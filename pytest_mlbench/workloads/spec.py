@@ -133,6 +133,9 @@ class Workload:
     data_key: str | None = None  # seed the data from another workload's name: same bytes
     tolerances: Mapping[str, Tolerances] = field(default_factory=dict)  # per precision
     data_parallel: Mapping[str, str] = field(default_factory=dict)  # framework -> variant
+    # another workload folder (beside this one) whose impl_<framework>.py serve every
+    # framework this folder has no file for: one model, other tasks or data
+    implementations_from: str | None = None
 
     # -- derived ----------------------------------------------------------------------------
 
@@ -241,6 +244,11 @@ class Workload:
             value = getattr(self, field_name)
             if value is not None and not callable(value):
                 out.append(f"{field_name}={_short(value)} must be a function")
+        source = self.implementations_from
+        if source is not None and not (isinstance(source, str) and source
+                                       and "/" not in source and "\\" not in source):
+            out.append(f"implementations_from={_short(source)} must be the name of another "
+                       "workload folder beside this one, e.g. 'mlp'")
         if not (isinstance(self.check_steps, int) and self.check_steps >= 1):
             out.append(f"check_steps={self.check_steps!r} must be a positive integer")
         return out

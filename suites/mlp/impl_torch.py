@@ -21,9 +21,3 @@ def loss(p: dict[str, Any], data: dict[str, Any]) -> Any:
 
 
 build = functional.torch(forward, loss)
-
-
-def data_parallel_loss(case: Any) -> Any:
-    """The same loss over whatever shard a data-parallel worker holds (a mean: the engine's
-    all-reduce averages the shards' gradients into the global batch's)."""
-    return lambda p, x, y: loss(p, {"x": x, "y": y})

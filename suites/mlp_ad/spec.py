@@ -80,6 +80,7 @@ SPEC = replace(
     name="mlp_ad",
     summary=__doc__.splitlines()[0],
     data_key=MLP.SPEC.name,  # the mlp's data and weights, byte for byte
+    implementations_from="mlp",  # its models; the builders run this spec's tasks
     sizes={
         "smoke": (Shape({"batch": 16}),),
         # 10 calls a round of 17 to 26 MFLOP each (the forward-mode Jacobian's identity basis

@@ -39,11 +39,13 @@ def check_layout(model: nn.Sequential, variables: dict[str, Any], x: Any) -> Non
 
 
 class Trainer:
+    make_model, to_variables = staticmethod(make_model), staticmethod(to_variables)
+
     def __init__(self, case: Any) -> None:
         w1, w2 = case.params["w1"], case.params["w2"]
         self.x, self.y = case.data["x"], case.data["y"]
-        self.model = make_model(w1.shape[1], w2.shape[1], w1.dtype)
-        self.variables = to_variables(case.params)
+        self.model = self.make_model(w1.shape[1], w2.shape[1], w1.dtype)
+        self.variables = self.to_variables(case.params)
         check_layout(self.model, self.variables, self.x)
         self.opt = optax.sgd(case.learning_rate)
         self.opt_state = self.opt.init(self.variables)

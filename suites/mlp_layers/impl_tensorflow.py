@@ -42,12 +42,14 @@ def sgd(lr: float, dtype: str) -> keras.optimizers.SGD:
 
 
 class Trainer:
+    make_model = staticmethod(make_model)
+
     def __init__(self, case: Any) -> None:
         if keras.backend.backend() != "tensorflow":
             raise RuntimeError(f"keras runs on {keras.backend.backend()}, not tensorflow: "
                                "unset KERAS_BACKEND")
         with case.adapter.device_scope():
-            self.model = make_model(case.params["w1"], case.params["w2"])
+            self.model = self.make_model(case.params["w1"], case.params["w2"])
             self.opt = sgd(case.learning_rate, case.dtype)
             self.opt.build(self.model.trainable_variables)  # its variables, outside any trace
         self.bce = keras.losses.BinaryCrossentropy(from_logits=True, dtype=case.dtype)

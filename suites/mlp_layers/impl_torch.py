@@ -25,8 +25,10 @@ def make_model(w1: torch.Tensor, w2: torch.Tensor) -> nn.Sequential:
 
 
 class Trainer:
+    make_model = staticmethod(make_model)
+
     def __init__(self, case: Any) -> None:
-        self.model = make_model(case.params["w1"], case.params["w2"])
+        self.model = self.make_model(case.params["w1"], case.params["w2"])
         self.x, self.y = case.data["x"], case.data["y"]
         self.opt = torch.optim.SGD(self.model.parameters(), lr=case.learning_rate)
         self.bce = nn.BCEWithLogitsLoss()  # mean of softplus(z) - y z, as the spec's loss

@@ -37,6 +37,7 @@ SPEC = replace(
     name="mlp_optim",
     summary=__doc__.splitlines()[0],
     data_key=MLP.SPEC.name,  # the mlp's data and weights, byte for byte
+    implementations_from="mlp",  # its models; the builders run this spec's tasks
     learning_rate=None,
     # Adam is the main job's (-m mlbench_main); momentum and AdamW run when asked for.
     tasks=(train(momentum(1e-2, 0.9), main=False), train(adam(1e-3, eps=EPS)),

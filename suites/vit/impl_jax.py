@@ -63,8 +63,3 @@ def loss(params: dict[str, Any], data: dict[str, Any]) -> Any:
 
 
 build = functional.jax(forward, loss, to_model=spec.to_model, from_model=spec.from_model)
-
-
-def data_parallel_loss(case: Any) -> Any:
-    """The same loss on the flat, spec-named params, over whatever shard a worker holds."""
-    return lambda flat, x, y: loss(spec.to_model(flat), {"x": x, "y": y})

@@ -90,6 +90,7 @@ SPEC = replace(
     name="vit_infer",
     summary=__doc__.splitlines()[0],
     data_key=VIT.SPEC.name,  # the vit's images and weights, byte for byte
+    implementations_from="vit",  # its models; the builders run this spec's tasks
     sizes={
         "smoke": VIT.SPEC.sizes["smoke"],
         # CIFAR-sized, as the vit's default: ~0.7 GFLOP a call, 2 calls a round

@@ -8,19 +8,40 @@ temporary suites root, so nothing here is ever part of the project's own suites.
 by a third: a stale gradient, a skipped step or a half batch moves the parameters visibly
 differently from the reference. ``mlp`` is the seed MLP (no biases), for the layer APIs and the
 data-parallel engines.
+
+``honest(workload, framework)`` is the project's own implementation (suites/<workload>/
+impl_<framework>.py) that a cheater loads and overrides only what it cheats with.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
-from pytest_mlbench import Arrays, Shape, Workload
+from pytest_mlbench import Arrays, Shape, Workload, load_suite_file
 
 SIZES = ("smoke", "default", "paper")
+HERE = Path(__file__).resolve().parent
+# the project's suites: copied beside the session's suites root as models/ (cheat_session.py),
+# or, read in place, the repository's own
+SUITES = next(root for root in (HERE.parent / "models", HERE.parents[1] / "suites")
+              if root.is_dir())
+
+
+def suite_file(relative: str) -> ModuleType:
+    """A file of the project's suites (``"mlp/spec.py"``), loaded once per path."""
+    return load_suite_file(SUITES / relative)
+
+
+def honest(workload: str, framework: str) -> ModuleType:
+    """The honest suites/<workload>/impl_<framework>.py (the module a cheater subclasses or
+    wraps, never a copy of it)."""
+    return suite_file(f"{workload}/impl_{framework}.py")
 
 
 def _same_sizes(shape: Shape) -> dict[str, tuple[Shape, ...]]:
@@ -64,27 +85,13 @@ def lin(name: str, flops_scale: int = 1, **implementations: tuple[str, ...]) -> 
 IN, HIDDEN = 128, 128
 
 
-def mlp_data(rng: np.random.Generator, dims: Mapping[str, int]) -> Arrays:
-    return {"x": rng.standard_normal((dims["batch"], IN)),
-            "y": rng.integers(0, 2, size=(dims["batch"], 1)).astype(np.float64)}
-
-
-def mlp_params(rng: np.random.Generator, dims: Mapping[str, int]) -> Arrays:
-    return {"w1": 0.01 * rng.standard_normal((IN, HIDDEN)),
-            "w2": 0.01 * rng.standard_normal((HIDDEN, 1))}
-
-
-def mlp_loss(p: Mapping[str, np.ndarray], d: Mapping[str, np.ndarray]) -> float:
-    z = np.tanh(d["x"] @ p["w1"]) @ p["w2"]
-    return float(np.mean(np.logaddexp(0, z) - d["y"] * z))
+def seed_mlp() -> ModuleType:
+    """suites/mlp/spec.py: the seed MLP's data, weights and hand-derived reference."""
+    return suite_file("mlp/spec.py")
 
 
 def mlp_grad(p: Mapping[str, np.ndarray], d: Mapping[str, np.ndarray]) -> Arrays:
-    h = np.tanh(d["x"] @ p["w1"])
-    z = h @ p["w2"]
-    dz = (0.5 * (1 + np.tanh(z / 2)) - d["y"]) / len(z)
-    dh = (dz @ p["w2"].T) * (1 - h * h)
-    return {"w1": d["x"].T @ dh, "w2": h.T @ dz}
+    return seed_mlp().grad(p, d)  # type: ignore[no-any-return]
 
 
 def mlp(name: str, data_parallel: Mapping[str, str] | None = None, steps_per_call: int = 1,
@@ -93,7 +100,8 @@ def mlp(name: str, data_parallel: Mapping[str, str] | None = None, steps_per_cal
     return Workload(
         name=name, summary="seed MLP for cheaters", data_key="mlp",
         sizes=_same_sizes(Shape({"batch": 64}, steps_per_call=steps_per_call)),
-        learning_rate=1e-2, make_data=mlp_data, make_params=mlp_params, loss=mlp_loss, grad=mlp_grad,
+        learning_rate=1e-2, make_data=seed_mlp().make_data, make_params=seed_mlp().make_params,
+        loss=seed_mlp().loss, grad=mlp_grad,
         flops_per_step=lambda dims: 4 * dims["batch"] * IN * HIDDEN,
         data_parallel=dict(data_parallel or {}), implementations=implementations)
 
@@ -128,6 +136,71 @@ class LinNumpy:
 
     def cheat(self) -> np.ndarray:
         return self.honest_step()
+
+
+class HalfBatch:
+    """An honest StepTrainer which after the checked steps steps through ``half`` (another
+    compiled step) on the first half of its batch; ``warm`` runs ``half`` once in build() so
+    that nothing compiles while timed (None: it compiles at its first timed call)."""
+
+    def __init__(self, inner: Any, half: Any, warm: Any = None) -> None:
+        self.inner, self.half, self.calls = inner, half, 0
+        self.params, self.loss_and_grads = inner.params, inner.loss_and_grads
+        n = inner.data[0].shape[0] // 2
+        self.halves = tuple(d[:n] for d in inner.data)
+        if warm is not None:
+            warm(half(inner.p, *self.halves))
+
+    def step(self) -> Any:
+        self.calls += 1
+        if self.calls <= CHECKED:
+            return self.inner.step()
+        loss, _, self.inner.p = self.half(self.inner.p, *self.halves)
+        return loss
+
+
+class AfterChecks:
+    """An honest trainer whose steps after the checked ones go through ``cheat(inner, n)``
+    (``n`` counting them from 1); params and loss_and_grads stay the honest ones."""
+
+    def __init__(self, inner: Any, cheat: Any) -> None:
+        self.inner, self.cheat, self.calls = inner, cheat, 0
+        self.params, self.loss_and_grads = inner.params, inner.loss_and_grads
+
+    def step(self) -> Any:
+        self.calls += 1
+        if self.calls <= CHECKED:
+            return self.inner.step()
+        return self.cheat(self.inner, self.calls - CHECKED)
+
+
+def doubled_batch(concat: Any) -> Any:
+    """An AfterChecks cheat for a StepTrainer: its batch repeated twice at the first step
+    after the checks (the same mean, a new shape), ``concat`` the framework's."""
+
+    def cheat(inner: Any, n: int) -> Any:
+        if n == 1:
+            inner.data = tuple(concat([d, d]) for d in inner.data)
+        return inner.step()
+
+    return cheat
+
+
+CHECKED_FORWARDS = CHECKED + 1  # a data-parallel loss's calls: the gradient check, the steps
+
+
+def rank_one_cheats(case: Any, loss: Any, cheat: Any) -> Any:
+    """A data-parallel ``loss(p, x, y)`` from a model's ``loss(p, data)``, whose rank 1, once
+    the checked forwards are over, first passes ``(p, x, y)`` through ``cheat``."""
+    calls = [0]
+
+    def shard_loss(p: dict[str, Any], x: Any, y: Any) -> Any:
+        calls[0] += 1
+        if case.rank == 1 and calls[0] > CHECKED_FORWARDS:
+            p, x, y = cheat(p, x, y)
+        return loss(p, {"x": x, "y": y})
+
+    return shard_loss
 
 
 class MlpNumpy:
@@ -263,7 +336,8 @@ def mlp_tasks(name: str, **implementations: tuple[str, ...]) -> Workload:
 
     return Workload(
         name=name, summary="seed MLP features for precision cheaters", data_key="mlp",
-        sizes=_same_sizes(Shape({"batch": 64})), make_data=mlp_data, make_params=mlp_params,
+        sizes=_same_sizes(Shape({"batch": 64})), make_data=seed_mlp().make_data,
+        make_params=seed_mlp().make_params,
         tasks=(infer(), transform("vjp")), forward=features, objective=features_objective,
         unsupported={("numpy", "vjp"): "NumPy has no autodiff"} if "numpy" in implementations
         else {},

@@ -3,17 +3,27 @@ broken (or honest) implementation, every kind of task, through the builders; eac
 gets one thing wrong in its own kind's terms.
 
 ``mlp(name, tasks, **implementations)`` is the seed MLP at batch 16 with a hand-written
-gradient (training) and its array-API forward (inference and transforms, through the oracle)."""
+gradient (training) and its array-API forward (inference and transforms, through the oracle).
+Its JAX model and NumPy gradient are the project's own (suites/mlp), loaded
+through ``suite_file``, never copied."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
-from pytest_mlbench import Arrays, Optimizer, Shape, Task, Workload, train
+from pytest_mlbench import Arrays, Optimizer, Shape, Task, Workload, load_suite_file, train
+
+HERE = Path(__file__).resolve().parent
+# the project's suites: copied beside the session's suites root as models/ (test_kinds.py),
+# or, read in place, the repository's own
+SUITES = next(root for root in (HERE.parent / "models", HERE.parents[1] / "suites")
+              if root.is_dir())
 
 IN, HIDDEN = 128, 128
 
@@ -41,11 +51,8 @@ def loss(p: Mapping[str, np.ndarray], d: Mapping[str, np.ndarray]) -> float:
 
 
 def grad(p: Mapping[str, np.ndarray], d: Mapping[str, np.ndarray]) -> Arrays:
-    h = np.tanh(d["x"] @ p["w1"])
-    z = h @ p["w2"]
-    dz = (0.5 * (1 + np.tanh(z / 2)) - d["y"]) / len(z)
-    dh = (dz @ p["w2"].T) * (1 - h * h)
-    return {"w1": d["x"].T @ dh, "w2": h.T @ dz}
+    """The seed MLP's hand-derived gradient (suites/mlp/spec.py)."""
+    return suite_file("mlp/spec.py").grad(p, d)  # type: ignore[no-any-return]
 
 
 def mlp(name: str, tasks: tuple[Task, ...], unsupported: Mapping[tuple[str, ...], str] | None = None,
@@ -61,26 +68,20 @@ def mlp(name: str, tasks: tuple[Task, ...], unsupported: Mapping[tuple[str, ...]
 
 # -- the model in each framework ------------------------------------------------------------
 
+def suite_file(relative: str) -> ModuleType:
+    """A file of the project's suites (``"mlp/spec.py"``), loaded once per path."""
+    return load_suite_file(SUITES / relative)
+
+
 def jax_model() -> tuple[Any, Any]:
-    import jax.numpy as jnp
-
-    def fwd(p: Any, d: Any) -> Any:
-        return jnp.tanh(d["x"] @ p["w1"]) @ p["w2"]
-
-    def lss(p: Any, d: Any) -> Any:
-        z = fwd(p, d)
-        return jnp.mean(jnp.logaddexp(0, z) - d["y"] * z)
-
-    return fwd, lss
+    """The seed MLP's forward and loss in jax.numpy (suites/mlp/impl_jax.py)."""
+    honest = suite_file("mlp/impl_jax.py")
+    return honest.forward, honest.loss
 
 
 def numpy_value_and_grad(p: Mapping[str, np.ndarray], d: Mapping[str, np.ndarray]) -> Any:
-    """The hand-written gradient at the policy dtype (a NumPy implementation's own)."""
-    h = np.tanh(d["x"] @ p["w1"])
-    z = h @ p["w2"]
-    dz = (0.5 * (1 + np.tanh(0.5 * z)) - d["y"]) / z.shape[0]
-    dh = (dz @ p["w2"].T) * (1 - h * h)
-    return np.mean(np.logaddexp(0, z) - d["y"] * z), {"w1": d["x"].T @ dh, "w2": h.T @ dz}
+    """The hand-written gradient at the policy dtype (suites/mlp/impl_numpy.py)."""
+    return suite_file("mlp/impl_numpy.py").value_and_grad(p, d)
 
 
 def with_optimizer(case: Any, optimizer: Optimizer) -> Any:
@@ -100,23 +101,9 @@ class Wrapped:
         return getattr(self.inner, name)
 
 
-class Owed:
-    """A result whose work is not done yet: converting it (``__array__``, ``.numpy()``, any
-    attribute) does the work, wherever that happens (tests/cheats/specs.py has its twin)."""
-
-    def __init__(self, work: Any) -> None:
-        self._work, self._done = work, None
-
-    def _value(self) -> Any:
-        if self._done is None:
-            self._done = self._work()
-        return self._done
-
-    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        return np.asarray(self._value(), dtype=dtype)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._value(), name)
+# a result whose conversion does the work (tests/cheats/specs.py's, copied beside the session's
+# suites root as cheats/specs.py by test_kinds.py, or read in place)
+Owed = load_suite_file(HERE.parent / "cheats" / "specs.py").Owed
 
 
 class OwedCalls(Wrapped):

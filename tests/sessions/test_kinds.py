@@ -29,6 +29,10 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Session:
     shutil.copytree(KINDS, suites, ignore=shutil.ignore_patterns("__pycache__",
                                                                  "session_module.py"))
     shutil.copy(KINDS / "session_module.py", suites / "test_kinds_session.py")
+    shutil.copytree(KINDS.parent.parent / "suites", folder / "models",  # what models.py loads
+                    ignore=shutil.ignore_patterns("__pycache__", "test_*.py"))
+    (folder / "cheats").mkdir()
+    shutil.copy(KINDS.parent / "cheats" / "specs.py", folder / "cheats")  # Owed, for models.py
     (folder / "pytest.ini").write_text("[pytest]\nmlbench_suites = suites\n")
     report = folder / "report.xml"
     done = subprocess.run(

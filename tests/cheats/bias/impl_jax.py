@@ -1,76 +1,33 @@
-"""Flax Dense layers with an extra zero-initialised bias in the first layer, trained by Optax
-and never reported by params()."""
+"""suites/mlp_layers's Flax Dense layers with an extra zero-initialised bias in the first layer,
+trained by Optax and never reported by params()."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import flax.linen as nn
-import jax
 import jax.numpy as jnp
-import optax
 
-LAYERS = {"w1": "layers_0", "w2": "layers_2"}  # spec name -> the Dense's name in Sequential
+from pytest_mlbench import load_suite_file
+
+HONEST = load_suite_file(Path(__file__).parents[1] / "specs.py").honest("mlp_layers", "jax")
 
 
 def make_model(hidden: int, n_out: int, dtype: Any) -> nn.Sequential:
-    def dense(features: int, bias: bool) -> nn.Dense:
-        return nn.Dense(features, use_bias=bias, dtype=dtype, param_dtype=dtype)
-
-    return nn.Sequential([dense(hidden, True), nn.tanh, dense(n_out, False)])
+    honest = HONEST.make_model(hidden, n_out, dtype)
+    first = honest.layers[0].clone(use_bias=True)
+    return nn.Sequential([first, *honest.layers[1:]])
 
 
 def to_variables(p: dict[str, Any]) -> dict[str, Any]:
-    variables = {"params": {layer: {"kernel": p[k]} for k, layer in LAYERS.items()}}
-    w1 = p["w1"]
-    variables["params"]["layers_0"]["bias"] = jnp.zeros(w1.shape[1], w1.dtype)
+    variables = HONEST.to_variables(p)
+    variables["params"]["layers_0"]["bias"] = jnp.zeros(p["w1"].shape[1], p["w1"].dtype)
     return variables
 
 
-def from_variables(variables: dict[str, Any]) -> dict[str, Any]:
-    return {k: variables["params"][layer]["kernel"] for k, layer in LAYERS.items()}
-
-
-def check_layout(model: nn.Sequential, variables: dict[str, Any], x: Any) -> None:
-    """The copied-in weights have exactly the tree, shapes and dtypes model.init would make."""
-    expected = jax.eval_shape(model.init, jax.random.key(0), x)
-    actual = jax.eval_shape(lambda: variables)
-    if expected != actual:
-        raise ValueError(f"seeded weights {actual} do not fit the Flax model's {expected}")
-
-
-class Trainer:
-    def __init__(self, case: Any) -> None:
-        w1, w2 = case.params["w1"], case.params["w2"]
-        self.x, self.y = case.data["x"], case.data["y"]
-        self.model = make_model(w1.shape[1], w2.shape[1], w1.dtype)
-        self.variables = to_variables(case.params)
-        check_layout(self.model, self.variables, self.x)
-        self.opt = optax.sgd(case.learning_rate)
-        self.opt_state = self.opt.init(self.variables)
-        self.grads = case.compile(jax.value_and_grad(self._loss))
-        self.sgd_step = case.compile(self._sgd_step)
-
-    def _loss(self, variables: Any, x: Any, y: Any) -> Any:
-        logits = self.model.apply(variables, x)
-        return jnp.mean(optax.sigmoid_binary_cross_entropy(logits, y))
-
-    def _sgd_step(self, variables: Any, opt_state: Any, x: Any, y: Any) -> Any:
-        loss, g = jax.value_and_grad(self._loss)(variables, x, y)
-        updates, opt_state = self.opt.update(g, opt_state, variables)
-        return loss, optax.apply_updates(variables, updates), opt_state
-
-    def params(self) -> dict[str, Any]:
-        return from_variables(self.variables)
-
-    def loss_and_grads(self) -> tuple[Any, dict[str, Any]]:
-        loss, g = self.grads(self.variables, self.x, self.y)
-        return loss, from_variables(g)
-
-    def step(self) -> Any:
-        loss, self.variables, self.opt_state = self.sgd_step(self.variables, self.opt_state,
-                                                             self.x, self.y)
-        return loss
+class Trainer(HONEST.Trainer):  # type: ignore[misc, name-defined]
+    make_model, to_variables = staticmethod(make_model), staticmethod(to_variables)
 
 
 def build(case: Any) -> Trainer:

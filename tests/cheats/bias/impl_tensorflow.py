@@ -1,68 +1,33 @@
-"""Keras Dense layers with an extra zero-initialised bias in the first layer (Keras's default
-initialiser for it), trained by the optimizer and never reported by params()."""
+"""suites/mlp_layers's Keras Dense layers with an extra zero-initialised bias in the first layer
+(Keras's default initialiser for it), trained by the optimizer and never reported by
+params()."""
 
 from __future__ import annotations
 
-import os
+from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")  # before keras is first imported
+from pytest_mlbench import load_suite_file
 
-import keras  # noqa: E402
-import tensorflow as tf  # noqa: E402
+HONEST = load_suite_file(Path(__file__).parents[1] / "specs.py").honest("mlp_layers",
+                                                                          "tensorflow")
+keras = HONEST.keras  # imported there with the TensorFlow backend
 
-LAYERS = {"w1": 0, "w2": 1}  # spec name -> index of its Dense layer
 
-
-def make_model(w1: Any, w2: Any) -> keras.Sequential:
-    dtype = w1.dtype.name  # a Keras dtype policy per layer: float64 must not become float32
-    model = keras.Sequential([
-        keras.Input((w1.shape[0],), dtype=dtype),
-        keras.layers.Dense(w1.shape[1], use_bias=True, activation="tanh", dtype=dtype),
-        keras.layers.Dense(w2.shape[1], use_bias=False, dtype=dtype),
-    ])
-    for key, i in LAYERS.items():  # the seeded start, not Keras's own initialisation
-        model.layers[i].kernel.assign({"w1": w1, "w2": w2}[key])
+def make_model(w1: Any, w2: Any) -> Any:
+    """The honest model with its first layer replaced by one that has a bias."""
+    honest = HONEST.make_model(w1, w2)
+    first = honest.layers[0]
+    biased = keras.layers.Dense(first.units, use_bias=True, activation="tanh",
+                                dtype=w1.dtype.name)
+    model = keras.Sequential([keras.Input((w1.shape[0],), dtype=w1.dtype.name), biased,
+                              *honest.layers[1:]])
+    biased.kernel.assign(w1)
     return model
 
 
-class Trainer:
-    def __init__(self, case: Any) -> None:
-        if keras.backend.backend() != "tensorflow":
-            raise RuntimeError(f"keras runs on {keras.backend.backend()}, not tensorflow: "
-                               "unset KERAS_BACKEND")
-        with case.adapter.device_scope():
-            self.model = make_model(case.params["w1"], case.params["w2"])
-            self.opt = keras.optimizers.SGD(learning_rate=case.learning_rate)
-            self.opt.build(self.model.trainable_variables)  # its variables, outside any trace
-        self.bce = keras.losses.BinaryCrossentropy(from_logits=True, dtype=case.dtype)
-        self.x, self.y = case.data["x"], case.data["y"]
-        self.grads = case.compile(self._loss_and_grads)
-        self.sgd_step = case.compile(self._sgd_step)
-
-    def _loss_and_grads(self, x: Any, y: Any) -> Any:
-        with tf.GradientTape() as tape:
-            loss = self.bce(y, self.model(x, training=True))
-        return loss, tape.gradient(loss, self.model.trainable_variables)
-
-    def _sgd_step(self, x: Any, y: Any) -> Any:
-        loss, grads = self._loss_and_grads(x, y)
-        self.opt.apply(grads, self.model.trainable_variables)
-        return loss
-
-    def _kernels(self) -> dict[str, Any]:
-        return {k: self.model.layers[i].kernel for k, i in LAYERS.items()}
-
-    def params(self) -> dict[str, Any]:
-        return {k: v.value for k, v in self._kernels().items()}
-
-    def loss_and_grads(self) -> tuple[Any, dict[str, Any]]:
-        loss, grads = self.grads(self.x, self.y)
-        by_variable = {id(v): g for v, g in zip(self.model.trainable_variables, grads, strict=True)}
-        return loss, {k: by_variable[id(v)] for k, v in self._kernels().items()}
-
-    def step(self) -> Any:
-        return self.sgd_step(self.x, self.y)
+class Trainer(HONEST.Trainer):  # type: ignore[misc, name-defined]
+    make_model = staticmethod(make_model)
 
 
 def build(case: Any) -> Trainer:

@@ -1,59 +1,27 @@
-"""torch.nn layers with an extra bias in the first Linear, zero-initialised, trained by the
-optimizer like any parameter and never reported by params()."""
+"""suites/mlp_layers's torch.nn layers with an extra bias in the first Linear, zero-initialised,
+trained by the optimizer like any parameter and never reported by params()."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-LAYERS = {"w1": 0, "w2": 2}  # spec name -> index of its Linear in the Sequential
+from pytest_mlbench import load_suite_file
+
+HONEST = load_suite_file(Path(__file__).parents[1] / "specs.py").honest("mlp_layers", "torch")
 
 
 def make_model(w1: torch.Tensor, w2: torch.Tensor) -> nn.Sequential:
-    (n_in, hidden), n_out = w1.shape, w2.shape[1]
-    model = nn.Sequential(nn.Linear(n_in, hidden, bias=True), nn.Tanh(),
-                          nn.Linear(hidden, n_out, bias=False))
-    model.to(device=w1.device, dtype=w1.dtype)
-    with torch.no_grad():  # the seeded start, not torch's own initialisation
-        model[LAYERS["w1"]].weight.copy_(w1.T)
-        model[LAYERS["w2"]].weight.copy_(w2.T)
-        model[0].bias.zero_()
+    model = HONEST.make_model(w1, w2)
+    model[0].bias = nn.Parameter(torch.zeros(w1.shape[1], dtype=w1.dtype, device=w1.device))
     return model
 
 
-class Trainer:
-    def __init__(self, case: Any) -> None:
-        self.model = make_model(case.params["w1"], case.params["w2"])
-        self.x, self.y = case.data["x"], case.data["y"]
-        self.opt = torch.optim.SGD(self.model.parameters(), lr=case.learning_rate)
-        self.bce = nn.BCEWithLogitsLoss()  # mean of softplus(z) - y z, as the spec's loss
-        # The whole step, backward and optimizer included: dynamo traces it as one graph.
-        self.train_step = case.compile(self._train_step)
-
-    def _forward_backward(self) -> torch.Tensor:
-        self.opt.zero_grad(set_to_none=True)
-        loss = self.bce(self.model(self.x), self.y)
-        loss.backward()
-        return loss.detach()
-
-    def _train_step(self) -> torch.Tensor:
-        loss = self._forward_backward()
-        self.opt.step()
-        return loss
-
-    def params(self) -> dict[str, torch.Tensor]:
-        return {k: self.model[i].weight.detach().T for k, i in LAYERS.items()}
-
-    def loss_and_grads(self) -> tuple[Any, dict[str, Any]]:
-        # Eager even for jit: the compiled step's numerics are what the trajectory check
-        # compares, and a second torch.compile for this one call would double compile time.
-        loss = self._forward_backward()
-        return loss, {k: self.model[i].weight.grad.T for k, i in LAYERS.items()}
-
-    def step(self) -> Any:
-        return self.train_step()
+class Trainer(HONEST.Trainer):  # type: ignore[misc, name-defined]
+    make_model = staticmethod(make_model)
 
 
 def build(case: Any) -> Trainer:

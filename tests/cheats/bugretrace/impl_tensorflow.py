@@ -10,22 +10,16 @@ import tensorflow as tf
 
 from pytest_mlbench import load_suite_file
 
-HONEST = load_suite_file(Path(__file__).parents[1] / "honest" / "impl_tensorflow.py")
-CHECKED = 3
+CHEATS = Path(__file__).parents[1]
+SPECS = load_suite_file(CHEATS / "specs.py")
+HONEST = load_suite_file(CHEATS / "honest" / "impl_tensorflow.py")
 
 
-class Shrinking:
-    def __init__(self, case: Any) -> None:
-        self.inner, self.calls = HONEST.build(case), 0
-        self.params, self.loss_and_grads = self.inner.params, self.inner.loss_and_grads
-
-    def step(self) -> Any:
-        self.calls += 1
-        if self.calls == CHECKED + 1:
-            self.inner.x = tf.concat([self.inner.x, self.inner.x], 0)
-            self.inner.y = tf.concat([self.inner.y, self.inner.y], 0)
-        return self.inner.step()
+def doubled(inner: Any, n: int) -> Any:
+    if n == 1:
+        inner.x, inner.y = tf.concat([inner.x, inner.x], 0), tf.concat([inner.y, inner.y], 0)
+    return inner.step()
 
 
-def build(case: Any) -> Shrinking:
-    return Shrinking(case)
+def build(case: Any) -> Any:
+    return SPECS.AfterChecks(HONEST.build(case), doubled)

@@ -11,22 +11,16 @@ import torch
 
 from pytest_mlbench import load_suite_file
 
-HONEST = load_suite_file(Path(__file__).parents[1] / "dphonest" / "impl_torch.py")
-CHECKED_FORWARDS = 4  # the gradient check, then the checked steps
+SPECS = load_suite_file(Path(__file__).parents[1] / "specs.py")
+HONEST = SPECS.honest("mlp", "torch")
+build = HONEST.build
 
 
-def build(case: Any) -> Any:
-    return HONEST.build(case)
+def nudged(p: dict[str, Any], x: Any, y: Any) -> tuple[Any, Any, Any]:
+    with torch.no_grad():
+        p["w1"].mul_(1.001)
+    return p, x, y
 
 
 def data_parallel_loss(case: Any) -> Any:
-    calls = [0]
-
-    def loss(p: dict[str, Any], x: Any, y: Any) -> Any:
-        calls[0] += 1
-        if case.rank == 1 and calls[0] > CHECKED_FORWARDS:
-            with torch.no_grad():
-                p["w1"].mul_(1.001)
-        return HONEST.loss_fn(p, x, y)
-
-    return loss
+    return SPECS.rank_one_cheats(case, HONEST.loss, nudged)

@@ -1,23 +1,10 @@
-"""Honest seed MLP in JAX: single-device jax.jit, data-parallel over a Mesh."""
+"""The project's seed MLP in jax (suites/mlp): single-device as it is, data-parallel through the
+loss the harness derives from its functional loss."""
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
 
-import jax
-import jax.numpy as jnp
+from pytest_mlbench import load_suite_file
 
-from pytest_mlbench import FunctionalSGD
-
-
-def loss_fn(p: dict[str, Any], x: Any, y: Any) -> Any:
-    z = jnp.tanh(x @ p["w1"]) @ p["w2"]
-    return jnp.mean(jnp.logaddexp(0, z) - y * z)
-
-
-def build(case: Any) -> Any:
-    return FunctionalSGD(case, loss_fn, jax.value_and_grad)
-
-
-def data_parallel_loss(case: Any) -> Any:
-    return loss_fn
+build = load_suite_file(Path(__file__).parents[1] / "specs.py").honest("mlp", "jax").build

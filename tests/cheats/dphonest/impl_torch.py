@@ -1,23 +1,10 @@
-"""Honest seed MLP in torch: single-device through torch.func, data-parallel through DDP."""
+"""The project's seed MLP in torch (suites/mlp): single-device as it is, data-parallel through the
+loss the harness derives from its functional loss."""
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
 
-import torch
-import torch.nn.functional as F
+from pytest_mlbench import load_suite_file
 
-from pytest_mlbench import FunctionalSGD, torch_value_and_grad
-
-
-def loss_fn(p: dict[str, Any], x: Any, y: Any) -> Any:
-    z = torch.tanh(x @ p["w1"]) @ p["w2"]
-    return torch.mean(F.softplus(z) - y * z)
-
-
-def build(case: Any) -> Any:
-    return FunctionalSGD(case, loss_fn, torch_value_and_grad)
-
-
-def data_parallel_loss(case: Any) -> Any:
-    return loss_fn
+build = load_suite_file(Path(__file__).parents[1] / "specs.py").honest("mlp", "torch").build

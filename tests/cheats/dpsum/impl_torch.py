@@ -8,18 +8,15 @@ from typing import Any
 
 from pytest_mlbench import load_suite_file
 
-HONEST = load_suite_file(Path(__file__).parents[1] / "dphonest" / "impl_torch.py")
-
-
-def build(case: Any) -> Any:
-    return HONEST.build(case)
+HONEST = load_suite_file(Path(__file__).parents[1] / "specs.py").honest("mlp", "torch")
+build = HONEST.build
 
 
 def data_parallel_loss(case: Any) -> Any:
     workers = case.id.workers
 
     def summed(p: dict[str, Any], x: Any, y: Any) -> Any:
-        loss = HONEST.loss_fn(p, x, y)
+        loss = HONEST.loss(p, {"x": x, "y": y})
         return loss + (workers - 1) * (loss - loss.detach())
 
     return summed

@@ -5,24 +5,18 @@ and the loss and gradient after timing agree with the parameters reported."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-import jax
-import jax.numpy as jnp
+from pytest_mlbench import load_suite_file
 
-from pytest_mlbench import FunctionalSGD
-
+HONEST = load_suite_file(Path(__file__).parents[1] / "honest" / "impl_jax.py")
 CHECKED = 3
-
-
-def loss_fn(p: dict[str, Any], x: Any, y: Any) -> Any:
-    r = x @ p["w"] - y
-    return 0.5 * jnp.mean(r * r)
 
 
 class Lagging:
     def __init__(self, case: Any) -> None:
-        self.inner = FunctionalSGD(case, loss_fn, jax.value_and_grad)
+        self.inner = HONEST.build(case)
         self.previous = self.inner.params()
         self.calls = 0
 

@@ -10,22 +10,15 @@ import jax
 
 from pytest_mlbench import load_suite_file
 
-HONEST = load_suite_file(Path(__file__).parents[1] / "honest" / "impl_jax.py")
-CHECKED = 3
+CHEATS = Path(__file__).parents[1]
+SPECS = load_suite_file(CHEATS / "specs.py")
+HONEST = load_suite_file(CHEATS / "honest" / "impl_jax.py")
 
 
-class Toggling:
-    def __init__(self, case: Any) -> None:
-        self.inner, self.calls = HONEST.build(case), 0
-        self.params, self.loss_and_grads = self.inner.params, self.inner.loss_and_grads
-
-    def step(self) -> Any:
-        self.calls += 1
-        if self.calls <= CHECKED:
-            return self.inner.step()
-        with jax.default_matmul_precision("bfloat16"):
-            return self.inner.step()
+def lowered(inner: Any, n: int) -> Any:
+    with jax.default_matmul_precision("bfloat16"):
+        return inner.step()
 
 
-def build(case: Any) -> Toggling:
-    return Toggling(case)
+def build(case: Any) -> Any:
+    return SPECS.AfterChecks(HONEST.build(case), lowered)

@@ -9,25 +9,18 @@ import tensorflow as tf
 
 from pytest_mlbench import load_suite_file
 
-HONEST = load_suite_file(Path(__file__).parents[1] / "honest" / "impl_tensorflow.py")
-CHECKED = 3
+CHEATS = Path(__file__).parents[1]
+SPECS = load_suite_file(CHEATS / "specs.py")
+HONEST = load_suite_file(CHEATS / "honest" / "impl_tensorflow.py")
 
 
-class Toggling:
-    def __init__(self, case: Any) -> None:
-        self.inner, self.calls = HONEST.build(case), 0
-        self.params, self.loss_and_grads = self.inner.params, self.inner.loss_and_grads
-
-    def step(self) -> Any:
-        self.calls += 1
-        if self.calls <= CHECKED:
-            return self.inner.step()
-        tf.config.experimental.enable_tensor_float_32_execution(True)
-        try:
-            return self.inner.step()
-        finally:
-            tf.config.experimental.enable_tensor_float_32_execution(False)
+def lowered(inner: Any, n: int) -> Any:
+    tf.config.experimental.enable_tensor_float_32_execution(True)
+    try:
+        return inner.step()
+    finally:
+        tf.config.experimental.enable_tensor_float_32_execution(False)
 
 
-def build(case: Any) -> Toggling:
-    return Toggling(case)
+def build(case: Any) -> Any:
+    return SPECS.AfterChecks(HONEST.build(case), lowered)

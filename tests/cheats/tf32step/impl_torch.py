@@ -10,27 +10,20 @@ import torch
 
 from pytest_mlbench import load_suite_file
 
-HONEST = load_suite_file(Path(__file__).parents[1] / "honest" / "impl_torch.py")
-CHECKED = 3
+CHEATS = Path(__file__).parents[1]
+SPECS = load_suite_file(CHEATS / "specs.py")
+HONEST = load_suite_file(CHEATS / "honest" / "impl_torch.py")
 
 
-class Toggling:
-    def __init__(self, case: Any) -> None:
-        self.inner, self.calls = HONEST.build(case), 0
-        self.params, self.loss_and_grads = self.inner.params, self.inner.loss_and_grads
-
-    def step(self) -> Any:
-        self.calls += 1
-        if self.calls <= CHECKED:
-            return self.inner.step()
-        torch.set_float32_matmul_precision("high")
-        torch.backends.cuda.matmul.allow_tf32 = True
-        try:
-            return self.inner.step()
-        finally:
-            torch.backends.cuda.matmul.allow_tf32 = False
-            torch.set_float32_matmul_precision("highest")
+def lowered(inner: Any, n: int) -> Any:
+    torch.set_float32_matmul_precision("high")
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        return inner.step()
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.set_float32_matmul_precision("highest")
 
 
-def build(case: Any) -> Toggling:
-    return Toggling(case)
+def build(case: Any) -> Any:
+    return SPECS.AfterChecks(HONEST.build(case), lowered)

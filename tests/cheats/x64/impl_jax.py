@@ -10,22 +10,17 @@ import jax.numpy as jnp
 
 from pytest_mlbench import load_suite_file
 
-HONEST = load_suite_file(Path(__file__).parents[1] / "honest" / "impl_jax.py")
-CHECKED = 3
+CHEATS = Path(__file__).parents[1]
+SPECS = load_suite_file(CHEATS / "specs.py")
+HONEST = load_suite_file(CHEATS / "honest" / "impl_jax.py")
 
 
-class Widening:
-    def __init__(self, case: Any) -> None:
-        self.inner, self.calls = HONEST.build(case), 0
-        self.params, self.loss_and_grads = self.inner.params, self.inner.loss_and_grads
-
-    def step(self) -> Any:
-        self.calls += 1
-        if self.calls == CHECKED + 1:
-            jax.config.update("jax_enable_x64", True)
-            self.inner.p = {k: jnp.asarray(v, jnp.float64) for k, v in self.inner.p.items()}
-        return self.inner.step()
+def widened(inner: Any, n: int) -> Any:
+    if n == 1:
+        jax.config.update("jax_enable_x64", True)
+        inner.p = {k: jnp.asarray(v, jnp.float64) for k, v in inner.p.items()}
+    return inner.step()
 
 
-def build(case: Any) -> Widening:
-    return Widening(case)
+def build(case: Any) -> Any:
+    return SPECS.AfterChecks(HONEST.build(case), widened)

@@ -168,6 +168,7 @@ def test_torch_layers_without_the_transpose_fail_the_checks(
     pytest.importorskip("torch")
     module = catalogue.implementation(SUITES, spec("mlp_layers"), "torch")
     make_model = module.make_model
-    monkeypatch.setattr(module, "make_model", lambda w1, w2: make_model(w1.T, w2))
+    monkeypatch.setattr(module.Trainer, "make_model",
+                        staticmethod(lambda w1, w2: make_model(w1.T, w2)))
     with pytest.raises(AssertionError, match=r"initial params .* w1: not the same bytes"):
         check("mlp_layers", "torch")
