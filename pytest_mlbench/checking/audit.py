@@ -175,9 +175,13 @@ def _flat_steps(states: Mapping[int, State]) -> dict[int, np.ndarray]:
 # holding the GIL (a session that times nothing checks cases side by side), can stall the
 # parent's receipt for more. So
 # the verdict is over the whole pass and lenient: the worker's account must cover at least
-# CLOCK_SHARE of the parent's time, less CLOCK_SLACK_S a turn.
+# CLOCK_SHARE of the parent's time, less CLOCK_SLACK_S a turn and COMMAND_SLACK_S for each
+# further round command of a turn (a turn is one command a round, so that each round's probe
+# keys reach the worker only as the round starts: one message there and back each, which
+# only the parent's clock sees)
 CLOCK_SHARE = 0.5
 CLOCK_SLACK_S = 0.05
+COMMAND_SLACK_S = 0.005
 
 
 def assert_clocks_agree(clock: Mapping[str, float], *, where: str) -> None:
@@ -188,14 +192,17 @@ def assert_clocks_agree(clock: Mapping[str, float], *, where: str) -> None:
     fails here."""
     parent, worker, timed = clock["parent_s"], clock["worker_s"], clock["timed_s"]
     turns = int(clock["turns"])
-    floor = CLOCK_SHARE * parent - CLOCK_SLACK_S * turns
+    further = max(int(clock.get("commands", turns)) - turns, 0)
+    floor = CLOCK_SHARE * parent - CLOCK_SLACK_S * turns - COMMAND_SLACK_S * further
     if worker < floor:
+        commands = (f" and {COMMAND_SLACK_S:g} s for each of {further} further round "
+                    "command(s)" if further else "")
         raise AssertionError(
             f"{where}: the worker's clock disagrees with the parent's: its {turns} timed "
             f"turn(s) took {parent:.4g} s on the parent's clock and {worker:.4g} s on the "
             f"worker's, under the {floor:.4g} s allowed ({CLOCK_SHARE:g} of the parent's, "
-            f"less {CLOCK_SLACK_S:g} s a turn): the clock the rounds are timed with was "
-            "replaced or slowed")
+            f"less {CLOCK_SLACK_S:g} s a turn{commands}): the clock the rounds are timed "
+            "with was replaced or slowed")
     assert_rounds_fit(clock, where=where)
     if timed > worker * 1.01 + 1e-4:
         raise AssertionError(
@@ -224,7 +231,8 @@ def assert_rounds_fit(clock: Mapping[str, float], *, where: str) -> None:
             f"{where}: the worker's rounds were timed at {abs(outside):.4g} s more or less "
             f"than its readings around them show ({parent:.4g} s on the parent's clock): the "
             "clock the rounds are timed with is not the one around them")
-    rounds = max(int(clock.get("rounds", 0)) - turns, 0)  # gaps: between a turn's rounds
+    # gaps: between the rounds of one command (a turn's commands are timed apart)
+    rounds = max(int(clock.get("rounds", 0)) - int(clock.get("commands", turns)), 0)
     allowed = (ROUND_WORK_TIMES * rounds * clock.get("round_work_s", 0.0)
                + CLOCK_SLACK_S * turns + BETWEEN_SHARE * parent)
     if between > allowed:

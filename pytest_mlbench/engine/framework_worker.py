@@ -63,6 +63,7 @@ class FrameworkWorker:
         self.free_cores = list(config.get("free_cores") or self.timed_cores)
         # with affinity off, threads move to every core between timed turns; pinned, they stay
         self.moves = config.get("affinity", "off") == "off"
+        self.on_timed = False  # placed on the timed cores by a turn's rounds, not yet freed
         self._warm_up(bool(config.get("compiler", True)))
         release(self.cases, None)  # the framework's own objects, out of every later collection
         if self.moves:
@@ -95,15 +96,23 @@ class FrameworkWorker:
 
     def _on_timed_cores(self, call: Any) -> Any:
         """A timed turn runs on the case's cores, as every other case's turns do (the turn's
-        first round, dropped, absorbs the move); afterwards the worker is free again."""
-        threading_.place(self.timed_cores)
-        try:
-            return call()
-        finally:
+        first round, dropped, absorbs the move). A turn is one command a round, so the worker
+        stays there until its next command that is not a round (the turn's fetch), which
+        frees it again (``_off_timed_cores``)."""
+        if not self.on_timed:
+            threading_.place(self.timed_cores)
+            self.on_timed = True
+        return call()
+
+    def _off_timed_cores(self) -> None:
+        if self.on_timed:
+            self.on_timed = False
             if self.moves:
                 threading_.place(self.free_cores)
 
     def __call__(self, command: str, payload: Any) -> Any:
+        if not (command == "case" and payload[1] == "round"):
+            self._off_timed_cores()
         if command == "ping":
             return None
         if command == "info":

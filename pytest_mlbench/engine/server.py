@@ -100,7 +100,7 @@ class CaseServer:
     def probes(self, keys: list[int]) -> list[Any]:
         """Framework arrays of the probes with these keys (untimed preparation). Key 0 is the
         probe the checks before timing evaluate; a timed call's key is a secret the parent
-        sends as its round starts (``round``)."""
+        sends with its round (``round``)."""
         if self.id.task.kind == "train":
             return [None] * len(keys)
         return [{k: self.adapter.asarray(v) for k, v in self._probe(i).items()}
@@ -129,7 +129,7 @@ class CaseServer:
         return {"losses": losses, "times": times, "snapshot": snap, "dtypes": dtypes}
 
     def round(self, rounds: int, calls: int, keys: list[list[int]] | None = None,
-              ) -> dict[str, Any]:
+              follows: bool = False) -> dict[str, Any]:
         """``rounds`` timed rounds of ``calls`` calls, every one read alike: its results,
         made NumPy inside its clock, are kept here until the next ``round`` command (the
         last one longer: it is where the next command's first round started) and a digest of
@@ -137,18 +137,22 @@ class CaseServer:
         audited is decided in the parent, which fetches them afterwards (``fetch``) and
         checks the digests: nothing the worker can read before or during a round says
         whether it will be judged. ``keys`` (inference, transforms): each call's probe key,
-        a secret the parent sends as the turn starts, so no probe exists before it does.
-        Warm-up rounds count as timing too: what was checked is what runs from here on, so
-        nothing may compile (or recompile) any more."""
+        a secret the parent sends with the round it is for: a timed turn is one command a
+        round (``follows``: this round continues the previous command's turn, whose kept
+        results stay kept), so the worker learns round r's probes only as round r starts,
+        and no round's answers can be worked out in an earlier round (the turn's dropped
+        first one included). Warm-up rounds count as timing too: what was checked is what
+        runs from here on, so nothing may compile (or recompile) any more."""
         began = runners.time.perf_counter()
         seconds, digests, serials, faults, steps = [], [], [], [], []
         # on the same clock: the harness's own work between rounds, and what the round's
         # readings leave out of the readings around them (nothing, on one honest clock)
         between, outside, ended = 0.0, 0.0, None
-        kept_last = self.stash.get(self.serial)
-        self.stash = {} if kept_last is None else {self.serial: kept_last}
+        if not follows:
+            kept_last = self.stash.get(self.serial)
+            self.stash = {} if kept_last is None else {self.serial: kept_last}
         # before the clock: the heap as a pre-touch left it, if another case changed it since
-        again = allocator.pretouch_again()
+        again = None if follows else allocator.pretouch_again()
         with self.phase("timing"), self._where():
             guard = self._guard()
             for r in range(rounds):

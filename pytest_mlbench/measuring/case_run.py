@@ -66,6 +66,7 @@ class CaseRun:
     sent: int = 0  # rounds asked of the worker so far (warm-up ones too): keys' index
     clock: dict[str, float] = field(default_factory=lambda: {
         "parent_s": 0.0, "worker_s": 0.0, "timed_s": 0.0, "turns": 0, "rounds": 0,
+        "commands": 0,
         "between_s": 0.0, "outside_s": 0.0, "round_work_s": 0.0})
 
     @property
@@ -156,34 +157,42 @@ class CaseRun:
         """The next ``rounds`` recorded rounds after ``discard`` more run first and dropped
         (the first round after the worker resumes from SIGSTOP pays for cold caches and the
         other workers' traces); returns the recorded seconds (the slowest rank's). Discarded
-        rounds are numbered, run and may be audited like any other."""
+        rounds are numbered, run and may be audited like any other. One command a round,
+        each with its own probe keys (``_round``): the worker learns a round's probes only
+        as that round starts."""
         first = self.rounds_done + 1
         total = rounds + discard
         numbers = list(range(first, first + total))
-        keys = self._keys(total)
         assert self.handle is not None
         # a turn may take what its rounds should take, many times over, but not for ever
-        expected = self.round_s * total
-        began = time.perf_counter()  # the parent's own clock (audit.assert_clocks_agree)
-        reply = self.pool.case(self.handle, "round", total, self.calls, keys,
-                               timeout=max(CALL_MIN_S, 20 * expected))
-        took = time.perf_counter() - began
+        timeout = max(CALL_MIN_S, 20 * self.round_s * total)
+        took, parts = 0.0, []
+        for i, r in enumerate(numbers):
+            keys = self._keys(1)
+            began = time.perf_counter()  # the parent's own clock (audit.assert_clocks_agree)
+            reply = self.pool.case(self.handle, "round", 1, self.calls, keys, i > 0,
+                                   timeout=timeout)
+            took += time.perf_counter() - began
+            self._ran([r], reply[0], keys)
+            parts.append(reply)
+        reply = joined(parts)
         seconds = [max(col) for col in zip(*(r["seconds"] for r in reply), strict=True)]
         faults = [max(col) for col in zip(*(r.get("faults") or [0] * total for r in reply),
                                           strict=True)]
-        self._ran(numbers, reply[0], keys)
-        self._clocked(took, reply, seconds)
+        self._clocked(took, reply, seconds, commands=total)
         self._fetch(numbers)
-        self._pretouched_again([r["pretouched"] for r in reply if r.get("pretouched")])
+        self._pretouched_again([p for r in reply for p in r["pretouched"] if p])
         self.seconds += seconds[discard:]
         self.faults += faults[discard:]
         self.rounds_done += total
         return seconds[discard:]
 
     def _clocked(self, took: float, reply: Sequence[Mapping[str, Any]],
-                 seconds: Sequence[float]) -> None:
-        """The turn on the parent's clock beside the worker's account of it."""
+                 seconds: Sequence[float], commands: int = 1) -> None:
+        """The turn on the parent's clock beside the worker's account of it (``commands``:
+        the round commands it took, each a message there and back)."""
         clock = self.clock
+        clock["commands"] += commands
         clock["parent_s"] += took
         clock["worker_s"] += max(float(r.get("span", took)) for r in reply)
         clock["timed_s"] += float(sum(seconds))
@@ -312,6 +321,21 @@ class CaseRun:
                 self.pool.close_case(self.handle)
             finally:
                 self.handle = None
+
+
+def joined(parts: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    """A turn's round commands' replies (each a list, one per rank) as one reply per rank:
+    the rounds' lists end to end, the spans and gaps added, the pre-touches listed."""
+    ranks = []
+    for rank in range(len(parts[0])):
+        mine = [part[rank] for part in parts]
+        out: dict[str, Any] = {key: [v for m in mine for v in (m.get(key) or [])]
+                               for key in ("seconds", "serials", "digests", "faults", "steps")}
+        for key in ("span", "between", "outside"):
+            out[key] = sum(float(m.get(key, 0.0)) for m in mine)
+        out["pretouched"] = [m.get("pretouched") for m in mine]
+        ranks.append(out)
+    return ranks
 
 
 def agree(values: Sequence[Any], where: str) -> Any:

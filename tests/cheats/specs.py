@@ -245,6 +245,72 @@ class PeekingSteps:
         return self.inner.loss_and_grads()[0]  # the loss, and no step
 
 
+AHEAD_GAP_S = 0.02  # a call this soon after the previous one is taken to be in the same turn
+
+
+def keys_in_frames() -> tuple[Any, list[list[int]], int] | None:
+    """The case server serving this call, every probe key its round command holds (one list a
+    round) and the round under way: what a worker learns of the turn's probes."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        found = frame.f_locals
+        server, keys = found.get("self"), found.get("keys")
+        if hasattr(server, "_probe") and isinstance(keys, list) and isinstance(
+                found.get("r"), int):
+            return server, keys, found["r"]
+        frame = frame.f_back
+    return None
+
+
+class AheadAnswers:
+    """An honest inference implementation whose answers are worked out ahead: the first call
+    of a turn (one after a pause of AHEAD_GAP_S or more: the worker was stopped) computes the
+    answer to every probe key its round command holds, this round's and every later one's,
+    and later calls of the turn are looked up by probe; a call whose probe was not worked out
+    ahead gets the previous answer (the work was counted as done ahead). The checks before
+    timing (no round under way) are answered honestly."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.table: dict[bytes, Any] = {}
+        self.last: Any = None
+        self.ended = 0.0
+        self.looked_up = 0  # calls answered from the table (read by tests)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    @staticmethod
+    def _id(inputs: Mapping[str, Any]) -> bytes:
+        return b"".join(np.asarray(inputs[k]).tobytes() for k in sorted(inputs))
+
+    def forward(self, inputs: Mapping[str, Any]) -> Any:
+        import time
+
+        found = keys_in_frames()
+        began = time.perf_counter()
+        try:
+            if found is None:
+                return self.inner.forward(inputs)
+            if began - self.ended >= AHEAD_GAP_S:  # a turn starts: its whole work, now
+                server, keys, r = found
+                self.table = {}
+                for round_keys in keys[r:]:
+                    for key in round_keys:
+                        probe = server._probe(key)
+                        self.table[self._id(probe)] = self.inner.forward(
+                            {k: server.adapter.asarray(v) for k, v in probe.items()})
+            answer = self.table.get(self._id(inputs))
+            if answer is None and self.last is None:  # nothing to pass off yet
+                self.last = self.inner.forward(inputs)
+            elif answer is not None:
+                self.looked_up += 1
+                self.last = answer
+            return self.last
+        finally:
+            self.ended = time.perf_counter()
+
+
 # -- the precision the arithmetic ran in (tests/unit/checking/test_arithmetic.py) ----------------------------
 
 def features(xp: object, p: Mapping[str, np.ndarray], d: Mapping[str, np.ndarray]) -> object:

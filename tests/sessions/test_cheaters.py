@@ -31,7 +31,7 @@ def timed(tmp_path_factory: pytest.TempPathFactory) -> Session:
     return run(folder, "--mlbench-workers=1", "--mlbench-processes=2",
                "--benchmark-max-time=0.02", "--benchmark-min-rounds=5",
                f"--benchmark-json={folder / 'run.json'}",
-               "-k", "overclaim or auditguess or honest-numpy or lag128")
+               "-k", "overclaim or auditguess or honest-numpy or lag128 or aheadinfer-numpy")
 
 
 def assert_caught(session: Session, case: str, pattern: str) -> None:
@@ -253,6 +253,14 @@ def test_a_cheater_guessing_the_audited_rounds_from_its_call_count_is_caught_whe
     """Honest in every round a --benchmark-disable session runs (and audits); timed sessions
     audit rounds drawn at random, seeded, which it cannot foresee."""
     assert_caught(timed, case("auditguess", "numpy"), AUDIT)
+
+
+def test_answers_worked_out_in_a_turns_first_round_for_the_later_ones_fail_when_timed(
+        timed: Session) -> None:
+    """Work done ahead: keys come one round at a time, so the rounds that counted on answers
+    worked out in the turn's first round (specs.AheadAnswers) return stale ones."""
+    assert_caught(timed, case("aheadinfer", "numpy"),
+                  rf"{AUDIT}.*forward pass of call \d+ \(probe \d+\): differs by")
 
 
 def test_the_audited_rounds_differ_between_passes_and_the_honest_case_passes_timed(
