@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -42,18 +42,24 @@ COMPANIONS = 3  # companions, each with its own dither, that must all be readabl
 
 
 def audit(ctx: Context, round_no: int, calls: int, before: Any, after: Any,
-          call: int | None, key: int | None = None) -> str | None:
+          call: int | None, key: int | None = None, batches: Sequence[int] | None = None,
+          secret: int | None = None) -> str | None:
     """An audited round did the reference's work: ``calls`` optimizer steps from the state it
-    started in, or the right result for the probe of its call ``call`` (probe ``key``, the
-    secret the parent sent with the round). Returns why the round's count from the seeded
-    start was not judged, if it was not (audit_step_count)."""
+    started in, each on its batch (``batches``: the keys sent with the round; ``secret``: the
+    pass's data secret they were drawn from), or the right result for the probe of its call
+    ``call`` (probe ``key``, the secret the parent sent with the round). Returns why the
+    round's count from the seeded start was not judged, if it was not (audit_step_count)."""
     label = (f"{ctx.where} timed round {round_no} (audited): the implementation did less or "
              "different work while timed than the checked steps showed;")
     try:
         if ctx.cid.task.kind == "train":
-            assert_moved_like_reference(ctx, before, after, calls,
-                                        where=f"{label} {calls} step(s) from the round's start")
-            return audit_step_count(ctx, after, where=label)
+            ahead = (" (each step's batch is sent with its round: a step that did not read "
+                     "it from case.batch() as it was called, or work done ahead, differs "
+                     "here)" if batches else "")
+            assert_moved_like_reference(
+                ctx, before, after, calls, batches=batches,
+                where=f"{label} {calls} step(s) from the round's start{ahead}")
+            return audit_step_count(ctx, after, where=label, secret=secret)
         assert call is not None
         index = round_no * calls + call if key is None else key
         check_output(ctx, after, index, f"of call {call} (probe {index})", where=label)
@@ -62,7 +68,8 @@ def audit(ctx: Context, round_no: int, calls: int, before: Any, after: Any,
         raise AssertionError(str(exc)) from None
 
 
-def audit_step_count(ctx: Context, after: Mapping[str, Any], *, where: str) -> str | None:
+def audit_step_count(ctx: Context, after: Mapping[str, Any], *, where: str,
+                     secret: int | None = None) -> str | None:
     """The round's parameters are the reference's after as many steps from the seeded start as
     the engine has called step() (its count, not the implementation's).
 
@@ -88,14 +95,14 @@ def audit_step_count(ctx: Context, after: Mapping[str, Any], *, where: str) -> s
     --benchmark-disable session, the early rounds of a timed one), from the Reference's
     cached trajectories."""
     steps = after.get("steps")
-    if steps is None or not affordable(ctx, int(steps)):
+    if steps is None or not affordable(ctx, int(steps), secret):
         return None
     n = int(steps)
     label = (f"{where} {n} step(s) from the seeded start (step() has been called {n} "
              "time(s); are the reported parameters behind the work, or is work left running "
              "after the round?)")
     assert_same_keys(after["params"], ctx.params, where=f"{label}, parameters")
-    trajectory = seeded_trajectory(ctx)
+    trajectory = seeded_trajectory(ctx, secret)
     near = trajectory.states(max(n - 1, 0), n + 1)
     try:
         assert_params_displaced(ctx, ctx.params, after["params"], near[n][0], n, where="")
@@ -108,7 +115,7 @@ def audit_step_count(ctx: Context, after: Mapping[str, Any], *, where: str) -> s
         return None
     except AssertionError:
         if np.all(np.isfinite(found)):
-            why = count_unreadable(ctx, n, near)
+            why = count_unreadable(ctx, n, near, secret)
             if why:
                 return why
         # the verdict is in: a wider stretch of the trajectory names the step they are nearest
@@ -117,14 +124,14 @@ def audit_step_count(ctx: Context, after: Mapping[str, Any], *, where: str) -> s
         raise
 
 
-def affordable(ctx: Context, n: int) -> bool:
+def affordable(ctx: Context, n: int, secret: int | None = None) -> bool:
     """Whether the reference's trajectory reaches step ``n`` within COUNT_BUDGET_S (always,
     up to ABSOLUTE_STEPS): it is extended BUDGET_STRIDE steps at a time, and what it computed
     stays cached for every later count of the session, so an honest large model stops
     being counted where its float64 steps grow dear, and a small one is counted all run."""
     if n <= ABSOLUTE_STEPS:
         return True
-    trajectory = seeded_trajectory(ctx)
+    trajectory = seeded_trajectory(ctx, secret)
     began = time.perf_counter()
     for step in range(ABSOLUTE_STEPS, n + BUDGET_STRIDE, BUDGET_STRIDE):
         trajectory.state(min(step, n + 1))
@@ -133,7 +140,8 @@ def affordable(ctx: Context, n: int) -> bool:
     return True
 
 
-def count_unreadable(ctx: Context, n: int, near: Mapping[int, State]) -> str | None:
+def count_unreadable(ctx: Context, n: int, near: Mapping[int, State],
+                     secret: int | None = None) -> str | None:
     """Why no count of steps can be read from parameters at step ``n``, or None if it can:
     each of COMPANIONS second honest runs of the reference (the same steps, rounded
     differently: Reference.companion) must be nearest the reference's step ``n`` of ``near``
@@ -145,7 +153,7 @@ def count_unreadable(ctx: Context, n: int, near: Mapping[int, State]) -> str | N
     steps = _flat_steps(near)
     length = min(float(np.linalg.norm(steps[s] - steps[n])) for s in steps if s != n)
     for salt in range(COMPANIONS):
-        run = ctx.reference.companion(opt, ctx.params, ctx.inputs, ctx.dtype, salt)
+        run = ctx.reference.companion(opt, ctx.params, ctx.inputs, ctx.dtype, salt, secret)
         other = _flat(run.state(n)[0])
         distance = {s: float(np.linalg.norm(other - v)) for s, v in steps.items()}
         nearest = min(distance, key=lambda s: (distance[s], abs(s - n)))

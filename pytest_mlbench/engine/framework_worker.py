@@ -82,13 +82,17 @@ class FrameworkWorker:
             compiler()
             self.compiler_start_s = time.perf_counter() - start
 
-    def learn_and_pin(self, run: Any, pin: bool) -> Any:
-        """Run a case's first warm-up round (repeated for at least LEARN_S), see which threads
-        did the work, and pin those (or, with ``pin`` off, free every thread)."""
+    def learn_and_pin(self, run: Any, pin: bool, again: Any = None) -> Any:
+        """Run a case's first warm-up round (then it, or ``again``, repeated for at least
+        LEARN_S), see which threads did the work, and pin those (or, with ``pin`` off, free
+        every thread)."""
         before, start = threading_.cpu_seconds(), time.perf_counter()
         reply = run()
         while time.perf_counter() - start < LEARN_S:
-            reply = run()
+            if again is None:
+                reply = run()
+            else:
+                again()
         busy = threading_.busy_threads(before, threading_.cpu_seconds(),
                                        time.perf_counter() - start)
         self.pinned = threading_.pin(busy) if pin else threading_.unpin()
@@ -126,7 +130,8 @@ class FrameworkWorker:
             if method == "learn":  # a first warm-up round: the threads it busies get pinned
                 pin, *rest = args
                 call = lambda: self.learn_and_pin(  # noqa: E731
-                    lambda: self.cases[handle].round(*rest), bool(pin))
+                    lambda: self.cases[handle].round(*rest), bool(pin),
+                    self.cases[handle].rehearsal())
             elif method == "round" and not self.pinned.get("pinned"):
                 return self._guarded(lambda: self._on_timed_cores(call))
             return self._guarded(call)

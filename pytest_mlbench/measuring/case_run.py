@@ -62,8 +62,13 @@ class CaseRun:
     secret: int = field(default_factory=lambda: secrets.randbits(63))
     serial_of: dict[int, int] = field(default_factory=dict)  # round number -> worker serial
     digests: dict[int, Any] = field(default_factory=dict)  # round number -> result digest
-    keys: dict[int, list[int]] = field(default_factory=dict)  # audited round -> probe keys
+    keys: dict[int, list[int]] = field(default_factory=dict)  # round -> probe/batch keys
     sent: int = 0  # rounds asked of the worker so far (warm-up ones too): keys' index
+    # training: the pass's data secret, which draws every timed step's batch (data.step_key):
+    # one for every case of the pass (the campaign's), so that they share one reference
+    # trajectory; like ``secret`` never sent to a worker, only each round's steps' keys
+    data_secret: int = field(default_factory=lambda: secrets.randbits(63))
+    steps_sent: int = 0  # training steps whose batch keys the worker was sent (or checked)
     clock: dict[str, float] = field(default_factory=lambda: {
         "parent_s": 0.0, "worker_s": 0.0, "timed_s": 0.0, "turns": 0, "rounds": 0,
         "commands": 0,
@@ -119,6 +124,7 @@ class CaseRun:
         steps = ctx.cid.workload.check_steps
         rest = self._call("steps", steps - 1) if steps > 1 else None
         phases.check_steps(ctx, first, rest)
+        self.steps_sent = steps
         self.checked_step_s = list(first["times"]) + list(rest["times"] if rest else [])
 
     def _audit_call(self, round_no: int) -> int | None:
@@ -131,10 +137,19 @@ class CaseRun:
 
     def _keys(self, rounds: int) -> list[list[int]] | None:
         """Each call's probe key for the next ``rounds`` rounds (inference, transforms),
-        drawn from the parent's secret: sent as the turn starts, so no probe, and no answer
-        to one, can exist in the worker before (build() cannot compute them ahead)."""
+        drawn from the parent's secret, or each step's batch key (training: data.step_key,
+        from the pass's data secret): sent with the round, so no probe or batch, and no
+        answer to one, can exist in the worker before (build() cannot compute them ahead)."""
         if self.train:
-            return None
+            cid = self.ctx.cid
+            found = []
+            for _ in range(rounds):
+                self.sent += 1
+                first = self.steps_sent + 1
+                self.steps_sent += self.calls
+                found.append([data.step_key(self.data_secret, cid.workload, cid.shape, n)
+                              for n in range(first, self.steps_sent + 1)])
+            return found
         found = []
         for _ in range(rounds):
             self.sent += 1
@@ -150,6 +165,12 @@ class CaseRun:
             self.digests[r] = reply["digests"][i]
             if keys is not None:
                 self.keys[r] = keys[i]
+        steps = reply.get("steps") or []
+        if self.train and steps and int(steps[-1]) != self.steps_sent:
+            raise AssertionError(
+                f"{self.ctx.where}: the worker has made {steps[-1]} training step(s) where "
+                f"the harness sent the batches of {self.steps_sent}: the count from the "
+                "seeded start, and every step's batch, would be wrong")
 
     # -- timed ------------------------------------------------------------------------------
 
@@ -275,7 +296,9 @@ class CaseRun:
                 before = self.kept.get(r - 1)
                 call = self._audit_call(r)
                 key = None if call is None else self.keys[r][call]
-                if audit.audit(self.ctx, r, self.calls, before, self.kept[r], call, key):
+                batches = self.keys.get(r) if self.train else None
+                if audit.audit(self.ctx, r, self.calls, before, self.kept[r], call, key,
+                               batches, self.data_secret):
                     uncounted.append(r)
         self._count_final(uncounted)
         audit.assert_clocks_agree(self.clock, where=self.ctx.where)
@@ -286,7 +309,8 @@ class CaseRun:
         return {"compiles": done["compiles"], "census": done["census"],
                 "audited_rounds": sorted(r for r in self.audits if r <= self.rounds_done),
                 "uncounted_rounds": uncounted,
-                "audit_secret": self.secret, "clock": dict(self.clock),
+                "audit_secret": self.secret, "data_secret": self.data_secret,
+                "clock": dict(self.clock),
                 "peak_memory": memory}
 
     def _round_work(self, r: int, call: int | None, digest_s: float) -> None:
@@ -312,7 +336,8 @@ class CaseRun:
         self.kept.update(self._fetch_rounds({last: None}))
         label = (f"{self.ctx.where} the state after the pass's last timed round {last} "
                  "(counted at the end of the pass):")
-        if audit.audit_step_count(self.ctx, self.kept[last], where=label):
+        if audit.audit_step_count(self.ctx, self.kept[last], where=label,
+                                  secret=self.data_secret):
             uncounted.append(last)
 
     def close(self) -> None:

@@ -10,18 +10,18 @@ import numpy as np
 class Trainer:
     def __init__(self, case: Any) -> None:
         self.w1, self.w2 = case.params["w1"], case.params["w2"]
-        self.x, self.y, self.lr = case.data["x"], case.data["y"], case.learning_rate
+        self.batch, self.lr = case.batch, case.learning_rate  # read at every step
 
     def params(self) -> dict[str, np.ndarray]:
         return {"w1": self.w1, "w2": self.w2}
 
     def loss_and_grads(self) -> tuple[Any, dict[str, np.ndarray]]:
-        h = np.tanh(self.x @ self.w1)
+        h = np.tanh(self.batch()["x"] @ self.w1)
         z = h @ self.w2
-        loss = np.mean(np.logaddexp(0, z) - self.y * z)
-        dz = (0.5 * (1 + np.tanh(0.5 * z)) - self.y) / z.shape[0]
+        loss = np.mean(np.logaddexp(0, z) - self.batch()["y"] * z)
+        dz = (0.5 * (1 + np.tanh(0.5 * z)) - self.batch()["y"]) / z.shape[0]
         dh = (dz @ self.w2.T) * (1 - h * h)
-        return loss, {"w1": self.x.T @ dh, "w2": h.T @ dz}
+        return loss, {"w1": self.batch()["x"].T @ dh, "w2": h.T @ dz}
 
     def step(self) -> Any:
         loss, g = self.loss_and_grads()

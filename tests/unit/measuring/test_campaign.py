@@ -64,7 +64,8 @@ class FakePool:
 
 
 def case_run(pool: FakePool, kind: str = "train", calls: int = 1) -> pipeline.CaseRun:
-    cid = SimpleNamespace(task=SimpleNamespace(kind=kind))
+    cid = SimpleNamespace(task=SimpleNamespace(kind=kind), shape=SimpleNamespace(label="s"),
+                          workload=SimpleNamespace(name="fake", data_key="", check_steps=3))
     ctx = SimpleNamespace(cid=cid, where="fake", reference=SimpleNamespace(seed=0))
     run = pipeline.CaseRun(ctx, pool, {"name": "fake"}, calls=calls)  # type: ignore[arg-type]
     run.handle, run.round_s = 1, 1.0
@@ -365,3 +366,36 @@ def test_the_worker_clock_must_cover_half_the_parents_time_less_a_slack_a_turn()
     quarter_chatty = {**quarter, "commands": 40}
     with pytest.raises(AssertionError, match=r"0.005 s for each of 36 further round command"):
         audit.assert_clocks_agree(quarter_chatty, where="fake")
+
+
+def test_each_training_round_gets_the_batch_keys_of_its_own_steps_only() -> None:
+    """Training: each round command carries one batch key a step, for the steps it makes
+    (counted from the seeded start, after the checked steps, which keep the seeded data);
+    the keys come from the pass's data secret, so two cases of a pass get the same ones and
+    share a reference trajectory, and another pass gets others."""
+    pool = FakePool()
+    run = case_run(pool, calls=2)
+    run.data_secret, run.steps_sent = 7, 3  # after the 3 checked steps
+    run.turn(2)
+    keys = [k[0] for k in pool.keys]
+    assert len(keys) == 3 and all(len(k) == 2 for k in keys)
+    flat = [key for k in keys for key in k]
+    assert 0 not in flat and len(set(flat)) == len(flat)
+    cid = run.ctx.cid
+    assert flat == [data.step_key(7, cid.workload, cid.shape, n) for n in range(4, 10)]
+    assert [data.step_key(7, cid.workload, cid.shape, n) for n in (1, 2, 3)] == [0, 0, 0]
+    assert data.step_key(8, cid.workload, cid.shape, 4) != flat[0]
+
+
+def test_a_worker_whose_step_count_differs_from_the_batches_sent_fails() -> None:
+    class Extra(FakePool):
+        def case(self, *args: Any, **kwargs: Any) -> Any:
+            found = super().case(*args, **kwargs)
+            if args[1] == "round":
+                found[0]["steps"] = [99]
+            return found
+
+    run = case_run(Extra())
+    with pytest.raises(AssertionError, match=r"the worker has made 99 training step\(s\) "
+                                             r"where the harness sent the batches of 1"):
+        run.turn(1, discard=0)
