@@ -41,6 +41,12 @@ COUNT_READABLE = 0.5
 COMPANIONS = 3  # companions, each with its own dither, that must all be readable
 
 
+# what a training round's audit adds: each step's batch reaches the worker with its round
+AHEAD = ("; each step's batch is sent with its round, so work done ahead (in build() or an "
+         "earlier round) or a step that did not read its batch from case.batch() as it was "
+         "called fails here too")
+
+
 def audit(ctx: Context, round_no: int, calls: int, before: Any, after: Any,
           call: int | None, key: int | None = None, batches: Sequence[int] | None = None,
           secret: int | None = None) -> str | None:
@@ -53,12 +59,12 @@ def audit(ctx: Context, round_no: int, calls: int, before: Any, after: Any,
              "different work while timed than the checked steps showed;")
     try:
         if ctx.cid.task.kind == "train":
-            ahead = (" (each step's batch is sent with its round: a step that did not read "
-                     "it from case.batch() as it was called, or work done ahead, differs "
-                     "here)" if batches else "")
-            assert_moved_like_reference(
-                ctx, before, after, calls, batches=batches,
-                where=f"{label} {calls} step(s) from the round's start{ahead}")
+            try:
+                assert_moved_like_reference(
+                    ctx, before, after, calls, batches=batches,
+                    where=f"{label} {calls} step(s) from the round's start")
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}{AHEAD if batches else ''}") from None
             return audit_step_count(ctx, after, where=label, secret=secret)
         assert call is not None
         index = round_no * calls + call if key is None else key

@@ -117,6 +117,17 @@ def test_a_step_reading_the_harness_for_the_audit_finds_nothing_and_its_skips_fa
                   rf"{AUDIT}.*4 step\(s\) from the round's start, displacement of w")
 
 
+@pytest.mark.parametrize("framework", ["numpy", "torch", "jax"])
+def test_steps_worked_out_in_build_and_looked_up_while_timed_fail_as_work_done_ahead(
+        checked: Session, framework: str) -> None:
+    """build() runs the honest trainer steps ahead on the seeded data and a timed step is a
+    lookup (specs.AheadSteps): every timed step's batch is drawn from a key sent only with its
+    round, so the states worked out ahead are not the round's."""
+    assert_caught(checked, case("aheadtrain", framework),
+                  rf"{AUDIT}.*4 step\(s\) from the round's start, displacement of w: differs "
+                  r"by .*: each step's batch is sent with its round, so work done ahead")
+
+
 def test_a_worker_clock_replaced_to_report_less_fails_against_the_parents(
         checked: Session) -> None:
     assert_caught(checked, case("clock", "numpy"),

@@ -98,3 +98,53 @@ def test_the_honest_features_answer_every_round_right_either_way(follows: bool) 
         serials += server.round(1, CALLS, [round_keys], follows and i > 0)["serials"]
     kept = [s for s in serials if s in server.stash]
     assert wrong_calls(server, keys[-len(kept):], kept) == 0
+
+
+# -- training: each step's batch, fed as it is called ------------------------------------------
+
+def train_server(name: str = "honest") -> CaseServer:
+    workload = catalogue.load_workload(CHEATS / name)
+    shape, task = workload.sizes["smoke"][0], workload.all_tasks[0]
+    cid = CaseId(workload, shape, task, "numpy", "eager", "cpu", "fp32")
+    return CaseServer(frameworks.load("numpy", frameworks.BUILTIN),
+                      cid.spec(str(CHEATS), "smoke", 0))
+
+
+def lin_steps(server: CaseServer, w: np.ndarray, keys: list[int]) -> np.ndarray:
+    """The honest least-squares steps on each key's batch, in NumPy at float32."""
+    lr = server.id.task.optimizer.lr
+    for key in keys:
+        found = data.batch(server.id.workload, server.id.shape, server.inputs, key)
+        x, y = found["x"], found["y"]
+        w = w - lr * (x.T @ (x @ w - y) / len(y))
+    return w
+
+
+def test_a_training_round_steps_on_the_batches_of_its_keys_and_checks_use_the_seeded_data(
+        ) -> None:
+    server = train_server()
+    start = server.runner.params()["w"]
+    keys = [11, 12, 13, 14]
+    server.round(1, 4, [keys])
+    found = server.runner.params()["w"]
+    np.testing.assert_allclose(found, lin_steps(server, start, keys), rtol=1e-5, atol=1e-6)
+    assert not np.allclose(found, lin_steps(server, start, [0] * 4), rtol=1e-5, atol=1e-6)
+    # loss and gradient are checked on the seeded data, whatever batch a step left
+    loss = float(server.evaluate(0)["loss"])
+    x, y = server.inputs["x"], server.inputs["y"]
+    r = x @ found - y
+    assert loss == pytest.approx(0.5 * float(np.mean(r * r)), rel=1e-5)
+
+
+def test_a_pinning_warm_up_rehearses_training_without_a_step() -> None:
+    """The repeats of a pinning warm-up (framework_worker.learn_and_pin) take no step in a
+    training case, so every case of a pass has made as many steps when timing starts."""
+    server = train_server()
+    again = server.rehearsal()
+    assert again is not None
+    before = server.runner.params()["w"]
+    again()
+    again()
+    assert server.runner.calls == 0
+    np.testing.assert_array_equal(server.runner.params()["w"], before)
+    assert server_of()[0].rehearsal() is None  # inference repeats its round
