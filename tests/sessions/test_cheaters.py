@@ -75,19 +75,14 @@ def test_work_handed_to_a_thread_fails_its_audited_round(checked: Session) -> No
     assert_caught(checked, case("thread", "numpy"), rf"{AUDIT}.*displacement of w")
 
 
-def test_parameters_reported_a_step_behind_fail_the_step_count_from_the_start(
-        checked: Session) -> None:
-    """Every round looks right from a state one step behind; counted from the seeded start
-    by the engine's own count of step() calls, the missing step shows: the parameters are
-    nearest the reference's step before."""
-    lag = case("lag", "jax", "jit")
-    assert_caught(checked, lag,
-                  rf"{AUDIT}.* (\d+) step\(s\) from the seeded start \(step\(\) has been called "
-                  r"\1 time\(s\).*: the parameters are nearest the reference's step (\d+), not "
-                  r"\1: 1 step\(s\) behind \(distance .*; outside the trajectory tolerance too: "
-                  r"displacement of w")
-    found = re.search(r"nearest the reference's step (\d+), not (\d+)", checked[lag].message)
-    assert found and int(found[1]) == int(found[2]) - 1, checked[lag].message
+def test_parameters_reported_a_step_behind_fail_their_audited_round(checked: Session) -> None:
+    """On data fixed for the whole run every round looks right from a state one step behind,
+    and only the count from the seeded start showed the missing step. Each timed step now has
+    its own batch, so the round's reported displacement is that of the steps before it, on
+    other batches, and the round's own check sees it (the count from the start, which still
+    judges every audited round, is tested in tests/unit/checking/test_trajectory.py)."""
+    assert_caught(checked, case("lag", "jax", "jit"),
+                  rf"{AUDIT}.*4 step\(s\) from the round's start, displacement of w: differs by")
 
 
 # -- implementations that look at the harness (issue 32) ---------------------------------------
@@ -125,7 +120,7 @@ def test_steps_worked_out_in_build_and_looked_up_while_timed_fail_as_work_done_a
     round, so the states worked out ahead are not the round's."""
     assert_caught(checked, case("aheadtrain", framework),
                   rf"{AUDIT}.*4 step\(s\) from the round's start, displacement of w: differs "
-                  r"by .*: each step's batch is sent with its round, so work done ahead")
+                  r"by .*; each step's batch is sent with its round, so work done ahead")
 
 
 def test_a_worker_clock_replaced_to_report_less_fails_against_the_parents(
