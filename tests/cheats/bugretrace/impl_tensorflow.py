@@ -16,14 +16,13 @@ CHECKED = 3
 
 class Shrinking:
     def __init__(self, case: Any) -> None:
-        self.inner, self.calls = HONEST.build(case), 0
+        self.inner, self.calls, self.case = HONEST.build(case), 0, case
         self.params, self.loss_and_grads = self.inner.params, self.inner.loss_and_grads
 
     def step(self) -> Any:
         self.calls += 1
-        if self.calls == CHECKED + 1:
-            self.inner.x = tf.concat([self.inner.x, self.inner.x], 0)
-            self.inner.y = tf.concat([self.inner.y, self.inner.y], 0)
+        if self.calls > CHECKED:  # each step's batch, repeated twice
+            self.case.feed({k: tf.concat([v, v], 0) for k, v in self.case.batch().items()})
         return self.inner.step()
 
 
