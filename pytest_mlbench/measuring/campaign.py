@@ -378,6 +378,7 @@ class Campaign:
             state.checks.setdefault("audited_rounds", []).append(facts["audited_rounds"])
             state.checks.setdefault("uncounted_rounds", []).append(facts["uncounted_rounds"])
             state.checks.setdefault("audit_secrets", []).append(facts["audit_secret"])
+            state.checks.setdefault("data_secrets", []).append(facts["data_secret"])
             state.checks.setdefault("clocks", []).append(facts["clock"])
             state.checks["compiles"] = facts["compiles"]
             state.checks["census"] = facts["census"]
