@@ -79,15 +79,16 @@ import numpy as np
 
 class Trainer:
     def __init__(self, case):
-        self.w, self.x, self.y = case.params["w"], case.data["x"], case.data["y"]
+        self.w, self.batch = case.params["w"], case.batch  # the batch: read at every step
         self.lr = case.learning_rate
 
     def params(self):
         return {"w": self.w}
 
     def loss_and_grads(self):
-        r = self.x @ self.w - self.y
-        return np.mean(r * r), {"w": 2 / len(r) * (self.x.T @ r)}
+        x, y = self.batch()["x"], self.batch()["y"]
+        r = x @ self.w - y
+        return np.mean(r * r), {"w": 2 / len(r) * (x.T @ r)}
 
     def step(self):
         loss, g = self.loss_and_grads()

@@ -30,8 +30,14 @@ class StepTrainer:
                  to_model: Callable[[Any], Any] = dict,
                  from_model: Callable[[Any], Any] = dict) -> None:
         self.p, self.from_model = to_model(case.params), from_model
-        self.data = tuple(case.data[k] for k in data_keys)
+        self.case, self.data_keys = case, tuple(data_keys)
         self.compiled_step = case.compile(step)
+
+    @property
+    def data(self) -> tuple[Any, ...]:
+        """The batch of the step being called (Case.batch), in ``data_keys`` order."""
+        found = self.case.batch()
+        return tuple(found[k] for k in self.data_keys)
 
     def params(self) -> Any:
         return self.from_model(self.p)

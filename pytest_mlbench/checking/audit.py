@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -41,19 +41,31 @@ COUNT_READABLE = 0.5
 COMPANIONS = 3  # companions, each with its own dither, that must all be readable
 
 
+# what a training round's audit adds: each step's batch reaches the worker with its round
+AHEAD = ("; each step's batch is sent with its round, so work done ahead (in build() or an "
+         "earlier round) or a step that did not read its batch from case.batch() as it was "
+         "called fails here too")
+
+
 def audit(ctx: Context, round_no: int, calls: int, before: Any, after: Any,
-          call: int | None, key: int | None = None) -> str | None:
+          call: int | None, key: int | None = None, batches: Sequence[int] | None = None,
+          secret: int | None = None) -> str | None:
     """An audited round did the reference's work: ``calls`` optimizer steps from the state it
-    started in, or the right result for the probe of its call ``call`` (probe ``key``, the
-    secret the parent sent with the round). Returns why the round's count from the seeded
-    start was not judged, if it was not (audit_step_count)."""
+    started in, each on its batch (``batches``: the keys sent with the round; ``secret``: the
+    pass's data secret they were drawn from), or the right result for the probe of its call
+    ``call`` (probe ``key``, the secret the parent sent with the round). Returns why the
+    round's count from the seeded start was not judged, if it was not (audit_step_count)."""
     label = (f"{ctx.where} timed round {round_no} (audited): the implementation did less or "
              "different work while timed than the checked steps showed;")
     try:
         if ctx.cid.task.kind == "train":
-            assert_moved_like_reference(ctx, before, after, calls,
-                                        where=f"{label} {calls} step(s) from the round's start")
-            return audit_step_count(ctx, after, where=label)
+            try:
+                assert_moved_like_reference(
+                    ctx, before, after, calls, batches=batches,
+                    where=f"{label} {calls} step(s) from the round's start")
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}{AHEAD if batches else ''}") from None
+            return audit_step_count(ctx, after, where=label, secret=secret)
         assert call is not None
         index = round_no * calls + call if key is None else key
         check_output(ctx, after, index, f"of call {call} (probe {index})", where=label)
@@ -62,7 +74,8 @@ def audit(ctx: Context, round_no: int, calls: int, before: Any, after: Any,
         raise AssertionError(str(exc)) from None
 
 
-def audit_step_count(ctx: Context, after: Mapping[str, Any], *, where: str) -> str | None:
+def audit_step_count(ctx: Context, after: Mapping[str, Any], *, where: str,
+                     secret: int | None = None) -> str | None:
     """The round's parameters are the reference's after as many steps from the seeded start as
     the engine has called step() (its count, not the implementation's).
 
@@ -91,7 +104,7 @@ def audit_step_count(ctx: Context, after: Mapping[str, Any], *, where: str) -> s
     if steps is None:
         return None
     n = int(steps)
-    if not affordable(ctx, n):
+    if not affordable(ctx, n, secret):
         return (f"step {n} not counted from the seeded start: the float64 reference's "
                 f"trajectory that far costs more than {COUNT_BUDGET_S:g} s here (the round's "
                 "own steps were judged)")
@@ -99,7 +112,7 @@ def audit_step_count(ctx: Context, after: Mapping[str, Any], *, where: str) -> s
              "time(s); are the reported parameters behind the work, or is work left running "
              "after the round?)")
     assert_same_keys(after["params"], ctx.params, where=f"{label}, parameters")
-    trajectory = seeded_trajectory(ctx)
+    trajectory = seeded_trajectory(ctx, secret)
     near = trajectory.states(max(n - 1, 0), n + 1)
     try:
         assert_params_displaced(ctx, ctx.params, after["params"], near[n][0], n, where="")
@@ -112,7 +125,7 @@ def audit_step_count(ctx: Context, after: Mapping[str, Any], *, where: str) -> s
         return None
     except AssertionError:
         if np.all(np.isfinite(found)):
-            why = count_unreadable(ctx, n, near)
+            why = count_unreadable(ctx, n, near, secret)
             if why:
                 return why
         # the verdict is in: a wider stretch of the trajectory names the step they are nearest
@@ -121,14 +134,14 @@ def audit_step_count(ctx: Context, after: Mapping[str, Any], *, where: str) -> s
         raise
 
 
-def affordable(ctx: Context, n: int) -> bool:
+def affordable(ctx: Context, n: int, secret: int | None = None) -> bool:
     """Whether the reference's trajectory reaches step ``n`` within COUNT_BUDGET_S (always,
     up to ABSOLUTE_STEPS): it is extended BUDGET_STRIDE steps at a time, and what it computed
     stays cached for every later count of the session, so an honest large model stops
     being counted where its float64 steps grow dear, and a small one is counted all run."""
     if n <= ABSOLUTE_STEPS:
         return True
-    trajectory = seeded_trajectory(ctx)
+    trajectory = seeded_trajectory(ctx, secret)
     began = time.perf_counter()
     for step in range(ABSOLUTE_STEPS, n + BUDGET_STRIDE, BUDGET_STRIDE):
         trajectory.state(min(step, n + 1))
@@ -137,7 +150,8 @@ def affordable(ctx: Context, n: int) -> bool:
     return True
 
 
-def count_unreadable(ctx: Context, n: int, near: Mapping[int, State]) -> str | None:
+def count_unreadable(ctx: Context, n: int, near: Mapping[int, State],
+                     secret: int | None = None) -> str | None:
     """Why no count of steps can be read from parameters at step ``n``, or None if it can:
     each of COMPANIONS second honest runs of the reference (the same steps, rounded
     differently: Reference.companion) must be nearest the reference's step ``n`` of ``near``
@@ -149,7 +163,7 @@ def count_unreadable(ctx: Context, n: int, near: Mapping[int, State]) -> str | N
     steps = _flat_steps(near)
     length = min(float(np.linalg.norm(steps[s] - steps[n])) for s in steps if s != n)
     for salt in range(COMPANIONS):
-        run = ctx.reference.companion(opt, ctx.params, ctx.inputs, ctx.dtype, salt)
+        run = ctx.reference.companion(opt, ctx.params, ctx.inputs, ctx.dtype, salt, secret)
         other = _flat(run.state(n)[0])
         distance = {s: float(np.linalg.norm(other - v)) for s, v in steps.items()}
         nearest = min(distance, key=lambda s: (distance[s], abs(s - n)))
@@ -179,9 +193,13 @@ def _flat_steps(states: Mapping[int, State]) -> dict[int, np.ndarray]:
 # holding the GIL (a session that times nothing checks cases side by side), can stall the
 # parent's receipt for more. So
 # the verdict is over the whole pass and lenient: the worker's account must cover at least
-# CLOCK_SHARE of the parent's time, less CLOCK_SLACK_S a turn.
+# CLOCK_SHARE of the parent's time, less CLOCK_SLACK_S a turn and COMMAND_SLACK_S for each
+# further round command of a turn (a turn is one command a round, so that each round's probe
+# keys reach the worker only as the round starts: one message there and back each, which
+# only the parent's clock sees)
 CLOCK_SHARE = 0.5
 CLOCK_SLACK_S = 0.05
+COMMAND_SLACK_S = 0.005
 
 
 def assert_clocks_agree(clock: Mapping[str, float], *, where: str) -> None:
@@ -192,14 +210,17 @@ def assert_clocks_agree(clock: Mapping[str, float], *, where: str) -> None:
     fails here."""
     parent, worker, timed = clock["parent_s"], clock["worker_s"], clock["timed_s"]
     turns = int(clock["turns"])
-    floor = CLOCK_SHARE * parent - CLOCK_SLACK_S * turns
+    further = max(int(clock.get("commands", turns)) - turns, 0)
+    floor = CLOCK_SHARE * parent - CLOCK_SLACK_S * turns - COMMAND_SLACK_S * further
     if worker < floor:
+        commands = (f" and {COMMAND_SLACK_S:g} s for each of {further} further round "
+                    "command(s)" if further else "")
         raise AssertionError(
             f"{where}: the worker's clock disagrees with the parent's: its {turns} timed "
             f"turn(s) took {parent:.4g} s on the parent's clock and {worker:.4g} s on the "
             f"worker's, under the {floor:.4g} s allowed ({CLOCK_SHARE:g} of the parent's, "
-            f"less {CLOCK_SLACK_S:g} s a turn): the clock the rounds are timed with was "
-            "replaced or slowed")
+            f"less {CLOCK_SLACK_S:g} s a turn{commands}): the clock the rounds are timed "
+            "with was replaced or slowed")
     assert_rounds_fit(clock, where=where)
     if timed > worker * 1.01 + 1e-4:
         raise AssertionError(
@@ -228,7 +249,8 @@ def assert_rounds_fit(clock: Mapping[str, float], *, where: str) -> None:
             f"{where}: the worker's rounds were timed at {abs(outside):.4g} s more or less "
             f"than its readings around them show ({parent:.4g} s on the parent's clock): the "
             "clock the rounds are timed with is not the one around them")
-    rounds = max(int(clock.get("rounds", 0)) - turns, 0)  # gaps: between a turn's rounds
+    # gaps: between the rounds of one command (a turn's commands are timed apart)
+    rounds = max(int(clock.get("rounds", 0)) - int(clock.get("commands", turns)), 0)
     allowed = (ROUND_WORK_TIMES * rounds * clock.get("round_work_s", 0.0)
                + CLOCK_SLACK_S * turns + BETWEEN_SHARE * parent)
     if between > allowed:

@@ -15,7 +15,7 @@ training has taken the parameters.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -184,21 +184,23 @@ def check_steps(ctx: Context, first: Mapping[str, Any], rest: Mapping[str, Any] 
                               where=f"{ctx.where} after {steps} steps")
 
 
-def seeded_trajectory(ctx: Context) -> Trajectory:
-    """The reference's steps from the case's seeded start (cached by the Reference)."""
+def seeded_trajectory(ctx: Context, secret: int | None = None) -> Trajectory:
+    """The reference's steps from the case's seeded start (cached by the Reference), each
+    timed step on its batch of the pass with data secret ``secret`` (data.step_key)."""
     opt = ctx.cid.task.optimizer
     assert opt is not None
-    return ctx.reference.trajectory(opt, ctx.params, ctx.inputs, ctx.dtype)
+    return ctx.reference.trajectory(opt, ctx.params, ctx.inputs, ctx.dtype, secret)
 
 
 def assert_moved_like_reference(ctx: Context, before: Snapshot, after: Snapshot, steps: int, *,
-                                where: str) -> None:
+                                where: str, batches: Sequence[int] | None = None) -> None:
     """The displacement of every parameter over ``steps`` steps from ``before`` matches the
-    reference's from the same point, and so does the optimizer state."""
+    reference's from the same point (each step on its batch of ``batches``, the keys the
+    round's steps were sent), and so does the optimizer state."""
     opt = ctx.cid.task.optimizer
     assert opt is not None
     _, ref_params, ref_state = ctx.reference.train(opt, before["params"], before["state"],
-                                                   ctx.inputs, steps, ctx.dtype)
+                                                   ctx.inputs, steps, ctx.dtype, batches)
     assert_displaced_like(ctx, before["params"], after, (ref_params, ref_state), steps,
                           where=where)
 

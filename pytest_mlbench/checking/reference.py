@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
-from collections.abc import Callable, Hashable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -149,17 +149,37 @@ class Reference:
         return found
 
     def train(self, optimizer: Optimizer, params: Arrays, state: Arrays, inputs: Arrays,
-              steps: int, dtype: Any) -> tuple[list[float], Arrays, Arrays]:
+              steps: int, dtype: Any, batches: Sequence[int] | None = None,
+              ) -> tuple[list[float], Arrays, Arrays]:
         """Losses before each of ``steps`` optimizer steps, and the params and state after,
-        each step in float64 then rounded to ``dtype`` as storage at that dtype rounds."""
+        each step in float64 then rounded to ``dtype`` as storage at that dtype rounds; each
+        step on the batch its key in ``batches`` draws from ``inputs`` (data.batch), or on
+        ``inputs`` as they are."""
         current, st = data.widen(params), {k: np.asarray(v, np.float64) for k, v in state.items()}
         if not st:
             st = optimizer.init_state(current)
         losses = []
-        for _ in range(steps):
-            loss, current, st = self.step(optimizer, current, st, inputs, dtype)
+        for i in range(steps):
+            found = inputs if batches is None else self.batch(inputs, batches[i])
+            loss, current, st = self.step(optimizer, current, st, found, dtype)
             losses.append(loss)
         return losses, current, st
+
+    def batch(self, inputs: Arrays, key: int) -> Arrays:
+        """The batch of key ``key`` drawn from ``inputs`` (data.batch), widened."""
+        return data.batch(self.workload, self.shape, data.widen(inputs), key)
+
+    def batch_of(self, inputs: Arrays, secret: int | None) -> Callable[[int], Arrays] | None:
+        """Training step n's batch in a pass with data secret ``secret`` (data.step_key)."""
+        if secret is None:
+            return None
+        wide = data.widen(inputs)
+
+        def batch_of(step: int) -> Arrays:
+            return data.batch(self.workload, self.shape, wide,
+                              data.step_key(secret, self.workload, self.shape, step))
+
+        return batch_of
 
     def step(self, optimizer: Optimizer, params: Arrays, state: Arrays, inputs: Arrays,
              dtype: Any, *, cached: bool = True) -> tuple[float, Arrays, Arrays]:
@@ -175,18 +195,21 @@ class Reference:
         return float(loss), _round(new, dtype), st
 
     def trajectory(self, optimizer: Optimizer, params: Arrays, inputs: Arrays,
-                   dtype: Any) -> Trajectory:
+                   dtype: Any, secret: int | None = None) -> Trajectory:
         """The reference's steps from ``params`` (a seeded start, at ``dtype``) with fresh
-        optimizer state, as ``train`` takes them: one per optimizer, dtype and start, kept."""
-        key = (optimizer, np.dtype(dtype).name, data.digest(params, inputs))
+        optimizer state, as ``train`` takes them, each on its step's batch of a pass with data
+        secret ``secret`` (None: every step on ``inputs``): one per optimizer, dtype, start
+        and secret, kept, shared by every framework of the pass."""
+        key = (optimizer, np.dtype(dtype).name, data.digest(params, inputs), secret)
         with self._lock:
             if key not in self._trajectories:
                 self._trajectories[key] = Trajectory(self.step, optimizer, params, inputs,
-                                                        dtype, one_blas_thread)
+                                                        dtype, one_blas_thread,
+                                                        self.batch_of(inputs, secret))
             return self._trajectories[key]
 
     def companion(self, optimizer: Optimizer, params: Arrays, inputs: Arrays, dtype: Any,
-                  salt: int = 0) -> Trajectory:
+                  salt: int = 0, secret: int | None = None) -> Trajectory:
         """Another honest run of ``trajectory``'s steps: each step the same float64 update,
         stored at ``dtype`` after a dither of up to DITHER units in the last place (what an
         implementation's arithmetic at ``dtype`` adds on top of storage's rounding), where
@@ -195,12 +218,13 @@ class Reference:
         than a step, and a count of steps from the start cannot be read from parameters there
         (audit.count_unreadable). Kept like ``trajectory``."""
         key = ("companion", salt, optimizer, np.dtype(dtype).name,
-               data.digest(params, inputs))
+               data.digest(params, inputs), secret)
         with self._lock:
             if key not in self._trajectories:
                 step = functools.partial(self._dithered_step, salt=salt)
                 self._trajectories[key] = Trajectory(step, optimizer, params, inputs, dtype,
-                                                        one_blas_thread)
+                                                        one_blas_thread,
+                                                        self.batch_of(inputs, secret))
             return self._trajectories[key]
 
     def _dithered_step(self, optimizer: Optimizer, params: Arrays, state: Arrays,

@@ -1,5 +1,6 @@
 """The float64 reference trajectory from a seeded start, cached: what ``Reference.train``
-computes from there, step by step, kept so that the checks before timing and every audited
+computes from there, step by step (each on its step's batch where a pass draws them:
+data.step_key), kept so that the checks before timing and every audited
 round counted from the start (checking/phases.py) ask for steps instead of replaying them all.
 
 A state of a large model is megabytes (a GPT's params and Adam's two slots), so only
@@ -48,8 +49,11 @@ class Trajectory:
     for them rather than computing them too."""
 
     def __init__(self, step: Step, optimizer: Optimizer, params: Arrays, inputs: Arrays,
-                 dtype: Any, guard: Guard = contextlib.nullcontext) -> None:
+                 dtype: Any, guard: Guard = contextlib.nullcontext,
+                 batch_of: Callable[[int], Arrays] | None = None) -> None:
         self.step, self.optimizer, self.dtype = step, optimizer, dtype
+        # step n's batch (float64), n counted from 1 (data.step_key); None: ``inputs`` always
+        self.batch_of = batch_of
         self.guard = guard  # around each walk (one BLAS thread: once, not at every step)
         self.inputs = data.widen(inputs)
         start = data.widen(params)
@@ -102,7 +106,8 @@ class Trajectory:
     def _advance(self, step: int, state: State) -> State:
         """From ``state`` after ``step`` steps, one more. Past the head the trajectory grows:
         the step's loss, the new head and, every ``every`` steps, a checkpoint."""
-        loss, params, opt_state = self.step(self.optimizer, *state, self.inputs, self.dtype,
+        inputs = self.inputs if self.batch_of is None else self.batch_of(step + 1)
+        loss, params, opt_state = self.step(self.optimizer, *state, inputs, self.dtype,
                                             cached=False)
         if step == len(self._losses):
             self._losses.append(loss)

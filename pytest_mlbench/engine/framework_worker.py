@@ -63,6 +63,7 @@ class FrameworkWorker:
         self.free_cores = list(config.get("free_cores") or self.timed_cores)
         # with affinity off, threads move to every core between timed turns; pinned, they stay
         self.moves = config.get("affinity", "off") == "off"
+        self.on_timed = False  # placed on the timed cores by a turn's rounds, not yet freed
         self._warm_up(bool(config.get("compiler", True)))
         release(self.cases, None)  # the framework's own objects, out of every later collection
         if self.moves:
@@ -81,13 +82,17 @@ class FrameworkWorker:
             compiler()
             self.compiler_start_s = time.perf_counter() - start
 
-    def learn_and_pin(self, run: Any, pin: bool) -> Any:
-        """Run a case's first warm-up round (repeated for at least LEARN_S), see which threads
-        did the work, and pin those (or, with ``pin`` off, free every thread)."""
+    def learn_and_pin(self, run: Any, pin: bool, again: Any = None) -> Any:
+        """Run a case's first warm-up round (then it, or ``again``, repeated for at least
+        LEARN_S), see which threads did the work, and pin those (or, with ``pin`` off, free
+        every thread)."""
         before, start = threading_.cpu_seconds(), time.perf_counter()
         reply = run()
         while time.perf_counter() - start < LEARN_S:
-            reply = run()
+            if again is None:
+                reply = run()
+            else:
+                again()
         busy = threading_.busy_threads(before, threading_.cpu_seconds(),
                                        time.perf_counter() - start)
         self.pinned = threading_.pin(busy) if pin else threading_.unpin()
@@ -95,15 +100,23 @@ class FrameworkWorker:
 
     def _on_timed_cores(self, call: Any) -> Any:
         """A timed turn runs on the case's cores, as every other case's turns do (the turn's
-        first round, dropped, absorbs the move); afterwards the worker is free again."""
-        threading_.place(self.timed_cores)
-        try:
-            return call()
-        finally:
+        first round, dropped, absorbs the move). A turn is one command a round, so the worker
+        stays there until its next command that is not a round (the turn's fetch), which
+        frees it again (``_off_timed_cores``)."""
+        if not self.on_timed:
+            threading_.place(self.timed_cores)
+            self.on_timed = True
+        return call()
+
+    def _off_timed_cores(self) -> None:
+        if self.on_timed:
+            self.on_timed = False
             if self.moves:
                 threading_.place(self.free_cores)
 
     def __call__(self, command: str, payload: Any) -> Any:
+        if not (command == "case" and payload[1] == "round"):
+            self._off_timed_cores()
         if command == "ping":
             return None
         if command == "info":
@@ -117,7 +130,8 @@ class FrameworkWorker:
             if method == "learn":  # a first warm-up round: the threads it busies get pinned
                 pin, *rest = args
                 call = lambda: self.learn_and_pin(  # noqa: E731
-                    lambda: self.cases[handle].round(*rest), bool(pin))
+                    lambda: self.cases[handle].round(*rest), bool(pin),
+                    self.cases[handle].rehearsal())
             elif method == "round" and not self.pinned.get("pinned"):
                 return self._guarded(lambda: self._on_timed_cores(call))
             return self._guarded(call)

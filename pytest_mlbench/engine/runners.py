@@ -99,6 +99,7 @@ class Runner:
     def __init__(self, impl: Any, adapter: Any, stateful: bool) -> None:
         self.impl, self.adapter, self.stateful = impl, adapter, stateful
         self.calls = 0  # timed-unit calls so far (training: optimizer steps), counted here
+        self.feed: Callable[[Any], None] = lambda batch: None  # training: Case.feed
         self._accepted: tuple[type, ...] | None | bool = False  # not asked yet
 
     def accepted(self) -> tuple[type, ...] | None:
@@ -143,7 +144,11 @@ class Runner:
 
 class TrainRunner(Runner):
     def call(self, probe: Any) -> Any:
+        """One step on the batch ``probe`` (put in place as the step is called, inside the
+        clock, as a data loader feeds a step; None: the data stay as they are)."""
         self.calls += 1
+        if probe is not None:
+            self.feed(probe)
         return self.impl.step()
 
     def tail(self) -> Any:

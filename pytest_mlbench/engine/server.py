@@ -52,7 +52,12 @@ class CaseServer:
             runners.check_protocol(impl, task.kind, self.where)
             stateful = bool(task.optimizer and task.optimizer.slots)
             self.runner = runners.RUNNERS[task.kind](impl, adapter, stateful)
+            self.runner.feed = self.case.feed
             self.runner.accepted()  # asked once, here, before anything is timed
+        # training: the seeded data as the implementation got them (a data-parallel engine's
+        # shards), fed back for every check on them; timed steps get batches drawn from them
+        self.base = dict(self.case.data)
+        self.inputs = inputs
         self.params64 = data.widen(params)
         self.serial = 0  # timed rounds run so far, warm-up ones too (round, fetch)
         self.stash: dict[int, Any] = {}  # the results of the latest round command's rounds
@@ -101,11 +106,34 @@ class CaseServer:
     def probes(self, keys: list[int]) -> list[Any]:
         """Framework arrays of the probes with these keys (untimed preparation). Key 0 is the
         probe the checks before timing evaluate; a timed call's key is a secret the parent
-        sends as its round starts (``round``)."""
+        sends with its round (``round``)."""
         if self.id.task.kind == "train":
-            return [None] * len(keys)
+            return [self._batch(i) for i in keys]
         return [{k: self.adapter.asarray(v) for k, v in self._probe(i).items()}
                 for i in keys]
+
+    def _batch(self, key: int) -> dict[str, Any]:
+        """A training step's batch, framework arrays placed as the case's engine wants them
+        (untimed preparation): key 0, the seeded data; any other, the rows its key draws."""
+        if key == 0:
+            return self.base
+        found = data.batch(self.id.workload, self.id.shape, self.inputs, key)
+        arrays = {k: self.adapter.asarray(v) for k, v in found.items()}
+        return self.case.shard(arrays) if self.case.shard else arrays
+
+    def rehearsal(self) -> Callable[[], Any] | None:
+        """What a pinning warm-up repeats after its round (engine/framework_worker.py): the
+        round itself (None), or, training, a loss and gradient on the seeded data, which
+        busies the same threads without a step: every case of a pass has then made as many
+        steps when timing starts, whose batches (data.step_key) are the same for all."""
+        if self.id.task.kind != "train":
+            return None
+
+        def again() -> None:
+            with self.phase("check"), self._where():
+                self.runner.evaluate(self.probes([0])[0])
+
+        return again
 
     def _probe(self, key: int) -> dict[str, np.ndarray]:
         i = self.id
@@ -114,7 +142,10 @@ class CaseServer:
 
     def evaluate(self, index: int = 0) -> Any:
         with self.phase("check"), self._where():
-            return self.runner.evaluate(self.probes([index])[0])
+            probe = self.probes([index])[0]
+            if self.id.task.kind == "train":
+                self.case.feed(probe)
+            return self.runner.evaluate(probe)
 
     def steps(self, n: int) -> dict[str, Any]:
         """``n`` checked training steps, each synchronised and timed on its own."""
@@ -130,26 +161,31 @@ class CaseServer:
         return {"losses": losses, "times": times, "snapshot": snap, "dtypes": dtypes}
 
     def round(self, rounds: int, calls: int, keys: list[list[int]] | None = None,
-              ) -> dict[str, Any]:
+              follows: bool = False) -> dict[str, Any]:
         """``rounds`` timed rounds of ``calls`` calls, every one read alike: its results,
         made NumPy inside its clock, are kept here until the next ``round`` command (the
         last one longer: it is where the next command's first round started) and a digest of
         each goes back now, with the worker's serial number of the round. Which rounds are
         audited is decided in the parent, which fetches them afterwards (``fetch``) and
         checks the digests: nothing the worker can read before or during a round says
-        whether it will be judged. ``keys`` (inference, transforms): each call's probe key,
-        a secret the parent sends as the turn starts, so no probe exists before it does.
-        Warm-up rounds count as timing too: what was checked is what runs from here on, so
-        nothing may compile (or recompile) any more."""
+        whether it will be judged. ``keys``: each call's probe key (inference, transforms)
+        or batch key (training: data.step_key),
+        a secret the parent sends with the round it is for: a timed turn is one command a
+        round (``follows``: this round continues the previous command's turn, whose kept
+        results stay kept), so the worker learns round r's probes only as round r starts,
+        and no round's answers can be worked out in an earlier round (the turn's dropped
+        first one included). Warm-up rounds count as timing too: what was checked is what
+        runs from here on, so nothing may compile (or recompile) any more."""
         began = runners.time.perf_counter()
         seconds, digests, serials, faults, steps = [], [], [], [], []
         # on the same clock: the harness's own work between rounds, and what the round's
         # readings leave out of the readings around them (nothing, on one honest clock)
         between, outside, ended = 0.0, 0.0, None
-        kept_last = self.stash.get(self.serial)
-        self.stash = {} if kept_last is None else {self.serial: kept_last}
+        if not follows:
+            kept_last = self.stash.get(self.serial)
+            self.stash = {} if kept_last is None else {self.serial: kept_last}
         # before the clock: the heap as a pre-touch left it, if another case changed it since
-        again = allocator.pretouch_again()
+        again = None if follows else allocator.pretouch_again()
         with self.phase("timing"), self._where():
             guard = self._guard()
             for r in range(rounds):

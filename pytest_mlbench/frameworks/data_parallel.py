@@ -50,7 +50,8 @@ def jax_mesh(case: Any, loss: Loss, workers: int) -> Any:
     replicated = NamedSharding(mesh, PartitionSpec())
     sharded = NamedSharding(mesh, PartitionSpec("batch"))
     case.params = {k: jax.device_put(v, replicated) for k, v in case.params.items()}
-    case.data = {k: jax.device_put(v, sharded) for k, v in case.data.items()}
+    case.shard = lambda batch: {k: jax.device_put(v, sharded) for k, v in batch.items()}
+    case.data = case.shard(case.data)
     return StepTrainer(case, sgd_step(loss, jax.value_and_grad, case.learning_rate),
                        tuple(case.data))
 
@@ -80,8 +81,11 @@ class TorchDDP:
         self.model = DistributedDataParallel(module, device_ids=[rank] if cuda else None)
         self.opt = torch.optim.SGD(self.model.parameters(), lr=case.learning_rate)
         per = batch // workers
-        self.batch = [v[rank * per:(rank + 1) * per].to(self.device) for v in case.data.values()]
-        self.names = names
+        device = self.device
+        case.shard = lambda found: {k: v[rank * per:(rank + 1) * per].to(device)
+                                    for k, v in found.items()}
+        case.data = case.shard(case.data)  # this rank's shard; each step reads its own
+        self.case, self.names = case, names
 
     def params(self) -> dict[str, Any]:
         return {k: p.detach() for k, p in zip(self.names, self.model.module.p, strict=True)}
@@ -91,7 +95,7 @@ class TorchDDP:
 
     def _forward_backward(self) -> Any:
         self.opt.zero_grad(set_to_none=True)
-        loss = self.model(*self.batch)
+        loss = self.model(*self.case.batch().values())
         loss.backward()  # DDP's hooks all-reduce the gradient buckets here
         return loss.detach()
 

@@ -32,6 +32,7 @@ progress lines (measuring/progress.py).
 
 from __future__ import annotations
 
+import secrets
 import shutil
 import threading
 import time
@@ -105,6 +106,8 @@ class Campaign:
         self.references: dict[tuple[str, str, str], Reference] = {}
         self.contexts: dict[str, phases.Context] = {}
         self.peaks: dict[str, float] = {}
+        self._data_secrets: dict[int, int] = {}  # pass -> its data secret (data_secret)
+        self._data_lock = threading.Lock()
         self.peaked: set[tuple[int, PoolKey, str]] = set()
         self.host = HostProbe()  # the host's speed before each timed pass (measuring/hostspeed.py)
         self.pass_no = 0  # the pass under way (0: the first, the one that reports compile time)
@@ -317,6 +320,13 @@ class Campaign:
         except BaseException as exc:  # noqa: BLE001 - recorded as the case's outcome
             self._fail(state, exc)
 
+    def data_secret(self, p: int) -> int:
+        """Pass ``p``'s data secret (CaseRun.data_secret): one for every case of the pass, so
+        that every framework's timed steps get the same batches and share one reference
+        trajectory; a fresh one each pass, so that no pass's batches are known before it."""
+        with self._data_lock:
+            return self._data_secrets.setdefault(p, secrets.randbits(63))
+
     def _prepare(self, state: CaseState, p: int, key: PoolKey) -> CaseRun | None:
         cid = state.cid
         run = None
@@ -330,7 +340,8 @@ class Campaign:
             pool = self._pool(state, key)
             spec = cid.spec(state.lane.side.root or str(state.lane.catalogue.root),
                             self.plan.size, self.plan.seed)
-            run = CaseRun(ctx, pool, spec, cid.shape.steps_per_call, full=p == 0)
+            run = CaseRun(ctx, pool, spec, cid.shape.steps_per_call, full=p == 0,
+                          data_secret=self.data_secret(p))
             state.environment.setdefault("workers", [dict(i) for i in pool.info])
             run.prepare(self.plan.threads, self.plan.affinity == "pin",
                         pretouch=self.plan.timing)
@@ -367,6 +378,7 @@ class Campaign:
             state.checks.setdefault("audited_rounds", []).append(facts["audited_rounds"])
             state.checks.setdefault("uncounted_rounds", []).append(facts["uncounted_rounds"])
             state.checks.setdefault("audit_secrets", []).append(facts["audit_secret"])
+            state.checks.setdefault("data_secrets", []).append(facts["data_secret"])
             state.checks.setdefault("clocks", []).append(facts["clock"])
             state.checks["compiles"] = facts["compiles"]
             state.checks["census"] = facts["census"]

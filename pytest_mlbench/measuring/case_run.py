@@ -62,10 +62,16 @@ class CaseRun:
     secret: int = field(default_factory=lambda: secrets.randbits(63))
     serial_of: dict[int, int] = field(default_factory=dict)  # round number -> worker serial
     digests: dict[int, Any] = field(default_factory=dict)  # round number -> result digest
-    keys: dict[int, list[int]] = field(default_factory=dict)  # audited round -> probe keys
+    keys: dict[int, list[int]] = field(default_factory=dict)  # round -> probe/batch keys
     sent: int = 0  # rounds asked of the worker so far (warm-up ones too): keys' index
+    # training: the pass's data secret, which draws every timed step's batch (data.step_key):
+    # one for every case of the pass (the campaign's), so that they share one reference
+    # trajectory; like ``secret`` never sent to a worker, only each round's steps' keys
+    data_secret: int = field(default_factory=lambda: secrets.randbits(63))
+    steps_sent: int = 0  # training steps whose batch keys the worker was sent (or checked)
     clock: dict[str, float] = field(default_factory=lambda: {
         "parent_s": 0.0, "worker_s": 0.0, "timed_s": 0.0, "turns": 0, "rounds": 0,
+        "commands": 0,
         "between_s": 0.0, "outside_s": 0.0, "round_work_s": 0.0})
 
     @property
@@ -118,6 +124,7 @@ class CaseRun:
         steps = ctx.cid.workload.check_steps
         rest = self._call("steps", steps - 1) if steps > 1 else None
         phases.check_steps(ctx, first, rest)
+        self.steps_sent = steps
         self.checked_step_s = list(first["times"]) + list(rest["times"] if rest else [])
 
     def _audit_call(self, round_no: int) -> int | None:
@@ -130,10 +137,19 @@ class CaseRun:
 
     def _keys(self, rounds: int) -> list[list[int]] | None:
         """Each call's probe key for the next ``rounds`` rounds (inference, transforms),
-        drawn from the parent's secret: sent as the turn starts, so no probe, and no answer
-        to one, can exist in the worker before (build() cannot compute them ahead)."""
+        drawn from the parent's secret, or each step's batch key (training: data.step_key,
+        from the pass's data secret): sent with the round, so no probe or batch, and no
+        answer to one, can exist in the worker before (build() cannot compute them ahead)."""
         if self.train:
-            return None
+            cid = self.ctx.cid
+            found = []
+            for _ in range(rounds):
+                self.sent += 1
+                first = self.steps_sent + 1
+                self.steps_sent += self.calls
+                found.append([data.step_key(self.data_secret, cid.workload, cid.shape, n)
+                              for n in range(first, self.steps_sent + 1)])
+            return found
         found = []
         for _ in range(rounds):
             self.sent += 1
@@ -149,6 +165,12 @@ class CaseRun:
             self.digests[r] = reply["digests"][i]
             if keys is not None:
                 self.keys[r] = keys[i]
+        steps = reply.get("steps") or []
+        if self.train and steps and int(steps[-1]) != self.steps_sent:
+            raise AssertionError(
+                f"{self.ctx.where}: the worker has made {steps[-1]} training step(s) where "
+                f"the harness sent the batches of {self.steps_sent}: the count from the "
+                "seeded start, and every step's batch, would be wrong")
 
     # -- timed ------------------------------------------------------------------------------
 
@@ -156,34 +178,42 @@ class CaseRun:
         """The next ``rounds`` recorded rounds after ``discard`` more run first and dropped
         (the first round after the worker resumes from SIGSTOP pays for cold caches and the
         other workers' traces); returns the recorded seconds (the slowest rank's). Discarded
-        rounds are numbered, run and may be audited like any other."""
+        rounds are numbered, run and may be audited like any other. One command a round,
+        each with its own probe keys (``_round``): the worker learns a round's probes only
+        as that round starts."""
         first = self.rounds_done + 1
         total = rounds + discard
         numbers = list(range(first, first + total))
-        keys = self._keys(total)
         assert self.handle is not None
         # a turn may take what its rounds should take, many times over, but not for ever
-        expected = self.round_s * total
-        began = time.perf_counter()  # the parent's own clock (audit.assert_clocks_agree)
-        reply = self.pool.case(self.handle, "round", total, self.calls, keys,
-                               timeout=max(CALL_MIN_S, 20 * expected))
-        took = time.perf_counter() - began
+        timeout = max(CALL_MIN_S, 20 * self.round_s * total)
+        took, parts = 0.0, []
+        for i, r in enumerate(numbers):
+            keys = self._keys(1)
+            began = time.perf_counter()  # the parent's own clock (audit.assert_clocks_agree)
+            reply = self.pool.case(self.handle, "round", 1, self.calls, keys, i > 0,
+                                   timeout=timeout)
+            took += time.perf_counter() - began
+            self._ran([r], reply[0], keys)
+            parts.append(reply)
+        reply = joined(parts)
         seconds = [max(col) for col in zip(*(r["seconds"] for r in reply), strict=True)]
         faults = [max(col) for col in zip(*(r.get("faults") or [0] * total for r in reply),
                                           strict=True)]
-        self._ran(numbers, reply[0], keys)
-        self._clocked(took, reply, seconds)
+        self._clocked(took, reply, seconds, commands=total)
         self._fetch(numbers)
-        self._pretouched_again([r["pretouched"] for r in reply if r.get("pretouched")])
+        self._pretouched_again([p for r in reply for p in r["pretouched"] if p])
         self.seconds += seconds[discard:]
         self.faults += faults[discard:]
         self.rounds_done += total
         return seconds[discard:]
 
     def _clocked(self, took: float, reply: Sequence[Mapping[str, Any]],
-                 seconds: Sequence[float]) -> None:
-        """The turn on the parent's clock beside the worker's account of it."""
+                 seconds: Sequence[float], commands: int = 1) -> None:
+        """The turn on the parent's clock beside the worker's account of it (``commands``:
+        the round commands it took, each a message there and back)."""
         clock = self.clock
+        clock["commands"] += commands
         clock["parent_s"] += took
         clock["worker_s"] += max(float(r.get("span", took)) for r in reply)
         clock["timed_s"] += float(sum(seconds))
@@ -266,7 +296,9 @@ class CaseRun:
                 before = self.kept.get(r - 1)
                 call = self._audit_call(r)
                 key = None if call is None else self.keys[r][call]
-                if audit.audit(self.ctx, r, self.calls, before, self.kept[r], call, key):
+                batches = self.keys.get(r) if self.train else None
+                if audit.audit(self.ctx, r, self.calls, before, self.kept[r], call, key,
+                               batches, self.data_secret):
                     uncounted.append(r)
         self._count_final(uncounted)
         audit.assert_clocks_agree(self.clock, where=self.ctx.where)
@@ -277,7 +309,8 @@ class CaseRun:
         return {"compiles": done["compiles"], "census": done["census"],
                 "audited_rounds": sorted(r for r in self.audits if r <= self.rounds_done),
                 "uncounted_rounds": uncounted,
-                "audit_secret": self.secret, "clock": dict(self.clock),
+                "audit_secret": self.secret, "data_secret": self.data_secret,
+                "clock": dict(self.clock),
                 "peak_memory": memory}
 
     def _round_work(self, r: int, call: int | None, digest_s: float) -> None:
@@ -303,7 +336,8 @@ class CaseRun:
         self.kept.update(self._fetch_rounds({last: None}))
         label = (f"{self.ctx.where} the state after the pass's last timed round {last} "
                  "(counted at the end of the pass):")
-        if audit.audit_step_count(self.ctx, self.kept[last], where=label):
+        if audit.audit_step_count(self.ctx, self.kept[last], where=label,
+                                  secret=self.data_secret):
             uncounted.append(last)
 
     def close(self) -> None:
@@ -312,6 +346,21 @@ class CaseRun:
                 self.pool.close_case(self.handle)
             finally:
                 self.handle = None
+
+
+def joined(parts: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    """A turn's round commands' replies (each a list, one per rank) as one reply per rank:
+    the rounds' lists end to end, the spans and gaps added, the pre-touches listed."""
+    ranks = []
+    for rank in range(len(parts[0])):
+        mine = [part[rank] for part in parts]
+        out: dict[str, Any] = {key: [v for m in mine for v in (m.get(key) or [])]
+                               for key in ("seconds", "serials", "digests", "faults", "steps")}
+        for key in ("span", "between", "outside"):
+            out[key] = sum(float(m.get(key, 0.0)) for m in mine)
+        out["pretouched"] = [m.get("pretouched") for m in mine]
+        ranks.append(out)
+    return ranks
 
 
 def agree(values: Sequence[Any], where: str) -> Any:

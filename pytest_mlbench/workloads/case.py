@@ -60,7 +60,13 @@ class CaseId:
 @dataclass
 class Case:
     """What an implementation's ``build(case)`` gets. Arrays are already on the device at the
-    policy's dtype, made from the same seeded bytes for every framework."""
+    policy's dtype, made from the same seeded bytes for every framework.
+
+    Training reads its batch from ``data`` at every step (``batch()``), never once at build:
+    the harness puts each timed step's batch there as the step is called (a data loader's
+    feed; the batch is drawn from a secret sent with the step's round, data.step_key), so no
+    step's work can be done before its round starts. The arrays keep their names, shapes and
+    dtypes; compiled steps take them as arguments, not as constants."""
 
     id: CaseId
     adapter: Any
@@ -70,6 +76,17 @@ class Case:
     seed: int
     rank: int = 0  # data-parallel cases: this worker's rank among ``id.workers``
     compiled: list[Compiled] = field(default_factory=list)
+    # a data-parallel engine's placement of a batch (its rank's shard, a mesh's sharding),
+    # applied by the harness before the step's clock starts
+    shard: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+
+    def batch(self) -> dict[str, Any]:
+        """The data of the step being called: read it at every step."""
+        return self.data
+
+    def feed(self, batch: dict[str, Any]) -> None:
+        """The harness puts the next step's batch in place (the same names, shapes, dtypes)."""
+        self.data.update(batch)
 
     @property
     def task(self) -> Task:

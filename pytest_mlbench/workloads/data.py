@@ -102,3 +102,38 @@ def probe(workload: Any, shape: Any, task: Any, seed: int, index: int, policy: P
         assert outputs_shape is not None
         found = {"u": rng.standard_normal(outputs_shape)}
     return cast(found, numpy_dtype(policy))
+
+
+# -- training batches: drawn per step, revealed as the step's round starts ----------------------
+
+def step_key(secret: int, workload: Any, shape: Any, step: int) -> int:
+    """The batch key of training step ``step`` (counted from 1 at the seeded start) in a pass
+    whose data secret is ``secret``: 0 (the seeded data as they are) for the checked steps
+    before timing, else a key drawn from the secret. The parent holds the secret and sends
+    each round the keys of its steps only, so no step's batch exists in the worker before its
+    round starts; every case of a workload and shape in a pass draws the same keys, so their
+    reference trajectories are one."""
+    if step <= workload.check_steps:
+        return 0
+    rng = generator(secret, workload.data_key or workload.name, shape.label, "step", str(step))
+    return int(rng.integers(1, 2**62))
+
+
+def batch(workload: Any, shape: Any, inputs: Mapping[str, np.ndarray], key: int) -> Arrays:
+    """The batch of key ``key`` from the seeded data ``inputs``: key 0, the data as they are;
+    any other, as many rows drawn with replacement from them (along the first axis, which
+    every array shares), the same rows of every array. Rows are copied, not changed, so the
+    batch has the data's dtype and bytes for every framework, and a float64 reference drawing
+    from widened data draws the same batch widened."""
+    if key == 0:
+        return dict(inputs)
+    rows = {np.shape(v)[0] for v in inputs.values()}
+    if len(rows) != 1:
+        from pytest_mlbench.errors import SpecError
+
+        raise SpecError(f"{workload.name}: the data's arrays have {sorted(rows)} rows; every "
+                        "array of SPEC.make_data must have the batch along its first axis")
+    (n,) = rows
+    rng = generator(key, workload.data_key or workload.name, shape.label, "rows")
+    take = rng.integers(0, n, n)
+    return {k: np.asarray(v)[take] for k, v in inputs.items()}

@@ -34,8 +34,8 @@ def make_step(grads: Any) -> Any:
 class Trainer:
     def __init__(self, case: Any) -> None:
         self.w, self.b = case.params["w"], case.params["b"]
-        self.x, self.y = case.data["x"], case.data["y"]
-        self.consts = np.array([2 / len(self.x), case.learning_rate], dtype=self.w.dtype)
+        self.batch = case.batch  # the step's batch: read at every step
+        self.consts = np.array([2 / len(self.batch()["x"]), case.learning_rate], dtype=self.w.dtype)
         self.grads = case.compile(forward_backward)
         self.sgd_step = case.compile(make_step(self.grads.fn))
 
@@ -43,11 +43,11 @@ class Trainer:
         return {"w": self.w, "b": self.b}
 
     def loss_and_grads(self) -> tuple[Any, dict[str, np.ndarray]]:
-        loss, gw, gb = self.grads(self.x, self.y, self.w, self.b, self.consts)
+        loss, gw, gb = self.grads(self.batch()["x"], self.batch()["y"], self.w, self.b, self.consts)
         return loss, {"w": gw, "b": gb}
 
     def step(self) -> Any:
-        return self.sgd_step(self.x, self.y, self.w, self.b, self.consts)
+        return self.sgd_step(self.batch()["x"], self.batch()["y"], self.w, self.b, self.consts)
 
 
 def build(case: Any) -> Trainer:

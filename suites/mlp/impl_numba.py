@@ -38,8 +38,8 @@ def make_step(grads: Any) -> Any:
 class Trainer:
     def __init__(self, case: Any) -> None:
         self.w1, self.w2 = case.params["w1"], case.params["w2"]
-        self.x, self.y = case.data["x"], case.data["y"]
-        batch = self.x.shape[0]
+        self.batch = case.batch  # the step's batch: read at every step
+        batch = self.batch()["x"].shape[0]
         self.consts = np.array([0, 0.5, 1, 1 / batch, case.learning_rate], dtype=self.w1.dtype)
         self.grads = case.compile(forward_backward)
         self.sgd_step = case.compile(make_step(self.grads.fn))
@@ -48,11 +48,11 @@ class Trainer:
         return {"w1": self.w1, "w2": self.w2}
 
     def loss_and_grads(self) -> tuple[Any, dict[str, np.ndarray]]:
-        loss, g1, g2 = self.grads(self.x, self.y, self.w1, self.w2, self.consts)
+        loss, g1, g2 = self.grads(self.batch()["x"], self.batch()["y"], self.w1, self.w2, self.consts)
         return loss, {"w1": g1, "w2": g2}
 
     def step(self) -> Any:
-        return self.sgd_step(self.x, self.y, self.w1, self.w2, self.consts)
+        return self.sgd_step(self.batch()["x"], self.batch()["y"], self.w1, self.w2, self.consts)
 
 
 def build(case: Any) -> Trainer:

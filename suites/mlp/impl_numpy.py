@@ -22,13 +22,13 @@ def value_and_grad(p: dict[str, np.ndarray], data: dict[str, np.ndarray]) -> Any
 class Trainer:
     def __init__(self, case: Any) -> None:
         self.w1, self.w2 = case.params["w1"], case.params["w2"]
-        self.data, self.lr = case.data, case.learning_rate
+        self.batch, self.lr = case.batch, case.learning_rate  # read at every step
 
     def params(self) -> dict[str, np.ndarray]:
         return {"w1": self.w1, "w2": self.w2}
 
     def loss_and_grads(self) -> tuple[Any, dict[str, np.ndarray]]:
-        return value_and_grad(self.params(), self.data)  # type: ignore[no-any-return]
+        return value_and_grad(self.params(), self.batch())  # type: ignore[no-any-return]
 
     def step(self) -> Any:
         loss, g = self.loss_and_grads()

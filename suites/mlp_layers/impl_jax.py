@@ -43,10 +43,10 @@ class Trainer:
 
     def __init__(self, case: Any) -> None:
         w1, w2 = case.params["w1"], case.params["w2"]
-        self.x, self.y = case.data["x"], case.data["y"]
+        self.batch = case.batch  # the step's batch: read at every step
         self.model = self.make_model(w1.shape[1], w2.shape[1], w1.dtype)
         self.variables = self.to_variables(case.params)
-        check_layout(self.model, self.variables, self.x)
+        check_layout(self.model, self.variables, self.batch()["x"])
         self.opt = optax.sgd(case.learning_rate)
         self.opt_state = self.opt.init(self.variables)
         self.grads = case.compile(jax.value_and_grad(self._loss))
@@ -65,12 +65,12 @@ class Trainer:
         return from_variables(self.variables)
 
     def loss_and_grads(self) -> tuple[Any, dict[str, Any]]:
-        loss, g = self.grads(self.variables, self.x, self.y)
+        loss, g = self.grads(self.variables, self.batch()["x"], self.batch()["y"])
         return loss, from_variables(g)
 
     def step(self) -> Any:
         loss, self.variables, self.opt_state = self.sgd_step(self.variables, self.opt_state,
-                                                             self.x, self.y)
+                                                             self.batch()["x"], self.batch()["y"])
         return loss
 
 

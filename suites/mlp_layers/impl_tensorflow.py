@@ -53,7 +53,7 @@ class Trainer:
             self.opt = sgd(case.learning_rate, case.dtype)
             self.opt.build(self.model.trainable_variables)  # its variables, outside any trace
         self.bce = keras.losses.BinaryCrossentropy(from_logits=True, dtype=case.dtype)
-        self.x, self.y = case.data["x"], case.data["y"]
+        self.batch = case.batch  # the step's batch: read at every step
         self.grads = case.compile(self._loss_and_grads)
         self.sgd_step = case.compile(self._sgd_step)
 
@@ -74,12 +74,12 @@ class Trainer:
         return {k: v.value for k, v in self._kernels().items()}
 
     def loss_and_grads(self) -> tuple[Any, dict[str, Any]]:
-        loss, grads = self.grads(self.x, self.y)
+        loss, grads = self.grads(self.batch()["x"], self.batch()["y"])
         by_variable = {id(v): g for v, g in zip(self.model.trainable_variables, grads, strict=True)}
         return loss, {k: by_variable[id(v)] for k, v in self._kernels().items()}
 
     def step(self) -> Any:
-        return self.sgd_step(self.x, self.y)
+        return self.sgd_step(self.batch()["x"], self.batch()["y"])
 
 
 def build(case: Any) -> Trainer:

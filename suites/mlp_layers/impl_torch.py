@@ -29,7 +29,7 @@ class Trainer:
 
     def __init__(self, case: Any) -> None:
         self.model = self.make_model(case.params["w1"], case.params["w2"])
-        self.x, self.y = case.data["x"], case.data["y"]
+        self.batch = case.batch  # the step's batch: read at every step
         self.opt = torch.optim.SGD(self.model.parameters(), lr=case.learning_rate)
         self.bce = nn.BCEWithLogitsLoss()  # mean of softplus(z) - y z, as the spec's loss
         # The whole step, backward and optimizer included: dynamo traces it as one graph.
@@ -37,7 +37,7 @@ class Trainer:
 
     def _forward_backward(self) -> torch.Tensor:
         self.opt.zero_grad(set_to_none=True)
-        loss = self.bce(self.model(self.x), self.y)
+        loss = self.bce(self.model(self.batch()["x"]), self.batch()["y"])
         loss.backward()
         return loss.detach()
 

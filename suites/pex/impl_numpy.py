@@ -42,17 +42,17 @@ def clipped_mean(p: dict[str, np.ndarray], x: np.ndarray, y: np.ndarray, clip: f
 class Trainer:
     def __init__(self, case: Any) -> None:
         self.p = dict(case.params)
-        self.x, self.y, self.lr = case.data["x"], case.data["y"], case.learning_rate
+        self.batch, self.lr = case.batch, case.learning_rate  # read at every step
         self.clip = spec.clip_norm(case.dims["in"], case.dims["hidden"])
 
     def params(self) -> dict[str, np.ndarray]:
         return self.p
 
     def loss_and_grads(self) -> tuple[Any, dict[str, np.ndarray]]:
-        return clipped_mean(self.p, self.x, self.y, self.clip)
+        return clipped_mean(self.p, self.batch()["x"], self.batch()["y"], self.clip)
 
     def step(self) -> Any:
-        loss, g = clipped_mean(self.p, self.x, self.y, self.clip)
+        loss, g = clipped_mean(self.p, self.batch()["x"], self.batch()["y"], self.clip)
         for k, v in g.items():
             self.p[k] -= self.lr * v
         return loss

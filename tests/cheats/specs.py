@@ -114,9 +114,17 @@ class LinNumpy:
 
     def __init__(self, case: object) -> None:
         self.w = case.params["w"]  # type: ignore[attr-defined]
-        self.x, self.y = case.data["x"], case.data["y"]  # type: ignore[attr-defined]
+        self.batch = case.batch  # type: ignore[attr-defined]  # read at every step
         self.lr = case.learning_rate  # type: ignore[attr-defined]
         self.calls = 0
+
+    @property
+    def x(self) -> np.ndarray:
+        return self.batch()["x"]
+
+    @property
+    def y(self) -> np.ndarray:
+        return self.batch()["y"]
 
     def params(self) -> dict[str, np.ndarray]:
         return {"w": self.w}
@@ -140,22 +148,27 @@ class LinNumpy:
 
 class HalfBatch:
     """An honest StepTrainer which after the checked steps steps through ``half`` (another
-    compiled step) on the first half of its batch; ``warm`` runs ``half`` once in build() so
-    that nothing compiles while timed (None: it compiles at its first timed call)."""
+    compiled step) on the first half of each step's batch; ``warm`` runs ``half`` once in
+    build() so that nothing compiles while timed (None: it compiles at its first timed
+    call)."""
 
     def __init__(self, inner: Any, half: Any, warm: Any = None) -> None:
         self.inner, self.half, self.calls = inner, half, 0
         self.params, self.loss_and_grads = inner.params, inner.loss_and_grads
-        n = inner.data[0].shape[0] // 2
-        self.halves = tuple(d[:n] for d in inner.data)
         if warm is not None:
-            warm(half(inner.p, *self.halves))
+            warm(half(inner.p, *self.halves()))
+
+    def halves(self) -> tuple[Any, ...]:
+        """The first half of the batch of the step being called."""
+        data = self.inner.data
+        n = data[0].shape[0] // 2
+        return tuple(d[:n] for d in data)
 
     def step(self) -> Any:
         self.calls += 1
         if self.calls <= CHECKED:
             return self.inner.step()
-        loss, _, self.inner.p = self.half(self.inner.p, *self.halves)
+        loss, _, self.inner.p = self.half(self.inner.p, *self.halves())
         return loss
 
 
@@ -174,13 +187,13 @@ class AfterChecks:
         return self.cheat(self.inner, self.calls - CHECKED)
 
 
-def doubled_batch(concat: Any) -> Any:
-    """An AfterChecks cheat for a StepTrainer: its batch repeated twice at the first step
-    after the checks (the same mean, a new shape), ``concat`` the framework's."""
+def doubled_batch(case: Any, concat: Any) -> Any:
+    """An AfterChecks cheat: each step's batch repeated twice after the checks (the same mean,
+    a new shape), put in place through ``case.feed`` before the honest step reads it,
+    ``concat`` the framework's."""
 
     def cheat(inner: Any, n: int) -> Any:
-        if n == 1:
-            inner.data = tuple(concat([d, d]) for d in inner.data)
+        case.feed({k: concat([v, v]) for k, v in case.batch().items()})
         return inner.step()
 
     return cheat
@@ -209,8 +222,16 @@ class MlpNumpy:
 
     def __init__(self, case: object) -> None:
         self.w1, self.w2 = case.params["w1"], case.params["w2"]  # type: ignore[attr-defined]
-        self.x, self.y = case.data["x"], case.data["y"]  # type: ignore[attr-defined]
+        self.batch = case.batch  # type: ignore[attr-defined]  # read at every step
         self.lr = case.learning_rate  # type: ignore[attr-defined]
+
+    @property
+    def x(self) -> np.ndarray:
+        return self.batch()["x"]
+
+    @property
+    def y(self) -> np.ndarray:
+        return self.batch()["y"]
 
     def params(self) -> dict[str, np.ndarray]:
         return {"w1": self.w1, "w2": self.w2}
@@ -316,6 +337,106 @@ class PeekingSteps:
         if self.calls <= CHECKED or round_ahead_is_audited():
             return self.inner.step()
         return self.inner.loss_and_grads()[0]  # the loss, and no step
+
+
+AHEAD_GAP_S = 0.02  # a call this soon after the previous one is taken to be in the same turn
+
+
+def keys_in_frames() -> tuple[Any, list[list[int]], int] | None:
+    """The case server serving this call, every probe key its round command holds (one list a
+    round) and the round under way: what a worker learns of the turn's probes."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        found = frame.f_locals
+        server, keys = found.get("self"), found.get("keys")
+        if hasattr(server, "_probe") and isinstance(keys, list) and isinstance(
+                found.get("r"), int):
+            return server, keys, found["r"]
+        frame = frame.f_back
+    return None
+
+
+class AheadAnswers:
+    """An honest inference implementation whose answers are worked out ahead: the first call
+    of a turn (one after a pause of AHEAD_GAP_S or more: the worker was stopped) computes the
+    answer to every probe key its round command holds, this round's and every later one's,
+    and later calls of the turn are looked up by probe; a call whose probe was not worked out
+    ahead gets the previous answer (the work was counted as done ahead). The checks before
+    timing (no round under way) are answered honestly."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.table: dict[bytes, Any] = {}
+        self.last: Any = None
+        self.ended = 0.0
+        self.looked_up = 0  # calls answered from the table (read by tests)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    @staticmethod
+    def _id(inputs: Mapping[str, Any]) -> bytes:
+        return b"".join(np.asarray(inputs[k]).tobytes() for k in sorted(inputs))
+
+    def forward(self, inputs: Mapping[str, Any]) -> Any:
+        import time
+
+        found = keys_in_frames()
+        began = time.perf_counter()
+        try:
+            if found is None:
+                return self.inner.forward(inputs)
+            if began - self.ended >= AHEAD_GAP_S:  # a turn starts: its whole work, now
+                server, keys, r = found
+                self.table = {}
+                for round_keys in keys[r:]:
+                    for key in round_keys:
+                        probe = server._probe(key)
+                        self.table[self._id(probe)] = self.inner.forward(
+                            {k: server.adapter.asarray(v) for k, v in probe.items()})
+            answer = self.table.get(self._id(inputs))
+            if answer is None and self.last is None:  # nothing to pass off yet
+                self.last = self.inner.forward(inputs)
+            elif answer is not None:
+                self.looked_up += 1
+                self.last = answer
+            return self.last
+        finally:
+            self.ended = time.perf_counter()
+
+
+AHEAD_STEPS = 64  # steps build() works out ahead (more than a checked session's rounds take)
+
+
+class AheadSteps:
+    """Work done ahead (issue 32, class 3), training: build() runs a second honest trainer
+    AHEAD_STEPS steps from the seeded start and keeps every state; after the checked steps a
+    timed step is a lookup of the state it should reach (and the loss before it), with no
+    work. Honest on data fixed for the whole run; every timed step's batch is drawn from a
+    secret sent with its round, so the states worked out ahead are those of other data."""
+
+    def __init__(self, inner: Any, ahead: Any, adapter: Any) -> None:
+        self.inner, self.calls = inner, 0
+        self.states: list[dict[str, Any]] = []
+        self.losses: list[Any] = []
+        for _ in range(AHEAD_STEPS):
+            self.losses.append(ahead.step())
+            self.states.append({k: adapter.asarray(adapter.to_numpy(v))
+                                for k, v in ahead.params().items()})
+
+    def params(self) -> Any:
+        if self.calls <= CHECKED:
+            return self.inner.params()
+        return self.states[min(self.calls, AHEAD_STEPS) - 1]
+
+    def loss_and_grads(self) -> Any:
+        return self.inner.loss_and_grads()
+
+    def step(self) -> Any:
+        self.calls += 1
+        if self.calls <= CHECKED:
+            return self.inner.step()
+        return self.losses[min(self.calls, AHEAD_STEPS) - 1]
 
 
 # -- the precision the arithmetic ran in (tests/unit/checking/test_arithmetic.py) ----------------------------

@@ -51,13 +51,12 @@ import time
 
 class Trainer:
     def __init__(self, case):
-        self.w, self.x, self.y, self.lr = (case.params["w"], case.data["x"], case.data["y"],
-                                           case.learning_rate)
+        self.w, self.d, self.lr = case.params["w"], case.data, case.learning_rate
     def params(self):
         return {"w": self.w}
     def loss_and_grads(self):
-        r = self.x @ self.w - self.y
-        return 0.5 * (r * r).mean(), {"w": self.x.T @ r / len(r)}
+        r = self.d["x"] @ self.w - self.d["y"]
+        return 0.5 * (r * r).mean(), {"w": self.d["x"].T @ r / len(r)}
     def step(self):
         loss, g = self.loss_and_grads()
         self.w = self.w - self.lr * g["w"]

@@ -22,14 +22,14 @@ FAULT = {fault!r}
 
 class Trainer:
     def __init__(self, case):
-        self.w, self.x, self.y = case.params["w"], case.data["x"], case.data["y"]
+        self.w, self.d = case.params["w"], case.data  # each step reads its batch
         self.lr = case.learning_rate
         self.n = 0
     def params(self):
         return {{"w": self.w}}
     def loss_and_grads(self):
-        r = self.x @ self.w - self.y
-        return 0.5 * (r * r).mean(), {{"w": self.x.T @ r / len(r)}}
+        r = self.d["x"] @ self.w - self.d["y"]
+        return 0.5 * (r * r).mean(), {{"w": self.d["x"].T @ r / len(r)}}
     def step(self):
         self.n += 1
         if self.n == 5:

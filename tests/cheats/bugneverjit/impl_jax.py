@@ -15,17 +15,17 @@ HONEST = load_suite_file(Path(__file__).parents[1] / "honest" / "impl_jax.py")
 class Trainer:
     def __init__(self, case: Any) -> None:
         self.step_fn = sgd_step(HONEST.loss_fn, jax.value_and_grad, case.learning_rate)
-        self.p, self.x, self.y = dict(case.params), case.data["x"], case.data["y"]
+        self.p, self.batch = dict(case.params), case.batch
 
     def params(self) -> Any:
         return self.p
 
     def loss_and_grads(self) -> Any:
-        loss, g, _ = self.step_fn(self.p, self.x, self.y)
+        loss, g, _ = self.step_fn(self.p, self.batch()["x"], self.batch()["y"])
         return loss, g
 
     def step(self) -> Any:
-        loss, _, self.p = self.step_fn(self.p, self.x, self.y)
+        loss, _, self.p = self.step_fn(self.p, self.batch()["x"], self.batch()["y"])
         return loss
 
 

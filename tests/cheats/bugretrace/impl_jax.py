@@ -16,4 +16,4 @@ SPECS = load_suite_file(CHEATS / "specs.py")
 
 def build(case: Any) -> Any:
     honest = load_suite_file(CHEATS / "honest" / "impl_jax.py").build(case)
-    return SPECS.AfterChecks(honest, SPECS.doubled_batch(jnp.concatenate))
+    return SPECS.AfterChecks(honest, SPECS.doubled_batch(case, jnp.concatenate))

@@ -15,11 +15,9 @@ SPECS = load_suite_file(CHEATS / "specs.py")
 HONEST = load_suite_file(CHEATS / "honest" / "impl_tensorflow.py")
 
 
-def doubled(inner: Any, n: int) -> Any:
-    if n == 1:
-        inner.x, inner.y = tf.concat([inner.x, inner.x], 0), tf.concat([inner.y, inner.y], 0)
-    return inner.step()
+def concat(parts: list[Any]) -> Any:
+    return tf.concat(parts, 0)
 
 
 def build(case: Any) -> Any:
-    return SPECS.AfterChecks(HONEST.build(case), doubled)
+    return SPECS.AfterChecks(HONEST.build(case), SPECS.doubled_batch(case, concat))

@@ -16,4 +16,4 @@ SPECS = load_suite_file(CHEATS / "specs.py")
 
 def build(case: Any) -> Any:
     honest = load_suite_file(CHEATS / "honest" / "impl_torch.py").build(case)
-    return SPECS.AfterChecks(honest, SPECS.doubled_batch(torch.cat))
+    return SPECS.AfterChecks(honest, SPECS.doubled_batch(case, torch.cat))

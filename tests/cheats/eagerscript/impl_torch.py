@@ -17,18 +17,18 @@ def sgd(w: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
 
 class Trainer:
     def __init__(self, case: Any) -> None:
-        self.w, self.x, self.y = case.params["w"], case.data["x"], case.data["y"]
+        self.w, self.batch = case.params["w"], case.batch
         self.lr = case.learning_rate
 
     def params(self) -> dict[str, Any]:
         return {"w": self.w}
 
     def loss_and_grads(self) -> tuple[Any, dict[str, Any]]:
-        loss, g, _ = sgd(self.w, self.x, self.y, self.lr)
+        loss, g, _ = sgd(self.w, self.batch()["x"], self.batch()["y"], self.lr)
         return loss, {"w": g}
 
     def step(self) -> Any:
-        loss, _, self.w = sgd(self.w, self.x, self.y, self.lr)
+        loss, _, self.w = sgd(self.w, self.batch()["x"], self.batch()["y"], self.lr)
         return loss
 
 

@@ -11,7 +11,7 @@ class Trainer:
     def __init__(self, case: Any) -> None:
         with case.adapter.device_scope():
             self.w = tf.Variable(case.params["w"], name="w")
-        self.x, self.y, self.lr = case.data["x"], case.data["y"], case.learning_rate
+        self.batch, self.lr = case.batch, case.learning_rate  # read at every step
         self.grads = case.compile(self._loss_and_grads)
         self.sgd_step = case.compile(self._sgd_step)
 
@@ -30,11 +30,11 @@ class Trainer:
         return {"w": self.w}
 
     def loss_and_grads(self) -> tuple[Any, dict[str, Any]]:
-        loss, g = self.grads(self.x, self.y)
+        loss, g = self.grads(self.batch()["x"], self.batch()["y"])
         return loss, {"w": g}
 
     def step(self) -> Any:
-        return self.sgd_step(self.x, self.y)
+        return self.sgd_step(self.batch()["x"], self.batch()["y"])
 
 
 def build(case: Any) -> Trainer:

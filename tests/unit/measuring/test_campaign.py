@@ -31,6 +31,8 @@ class FakePool:
 
     def __init__(self, pretouched: tuple[Any, ...] = ()) -> None:
         self.calls: list[tuple[int, int]] = []  # (first serial, rounds) of each command
+        self.turns: list[list[int]] = []  # the serials of each turn (commands that follow)
+        self.keys: list[Any] = []  # the probe keys each round command carried
         self.fetched: list[list[int]] = []  # the serials each fetch asked for
         self.pretouched = list(pretouched)  # what each turn's pre-touch check did
         self.serial = 0
@@ -41,12 +43,17 @@ class FakePool:
             self.fetched.append([self.serial - back for back, _ in args[0]])
             return [[self.result() for _ in args[0]]]
         assert method == "round"
-        total = args[0]
+        total, follows = args[0], bool(args[3]) if len(args) > 3 else False
         self.calls.append((self.serial + 1, total))
+        self.keys.append(args[2] if len(args) > 2 else None)
         serials = list(range(self.serial + 1, self.serial + total + 1))
+        if follows:
+            self.turns[-1] += serials
+        else:
+            self.turns.append(list(serials))
         self.serial += total
-        seconds = [10.0] + [1.0] * (total - 1)
-        again = self.pretouched.pop(0) if self.pretouched else None
+        seconds = [1.0 if follows else 10.0] + [1.0] * (total - 1)
+        again = None if follows or not self.pretouched else self.pretouched.pop(0)
         digest = data.digest({}, {})
         return [{"seconds": seconds, "serials": serials, "digests": [digest] * total,
                  "span": sum(seconds), "pretouched": again}]
@@ -56,10 +63,11 @@ class FakePool:
         return {"params": {}, "state": {}, "steps": 0}
 
 
-def case_run(pool: FakePool) -> pipeline.CaseRun:
-    cid = SimpleNamespace(task=SimpleNamespace(kind="train"))
+def case_run(pool: FakePool, kind: str = "train", calls: int = 1) -> pipeline.CaseRun:
+    cid = SimpleNamespace(task=SimpleNamespace(kind=kind), shape=SimpleNamespace(label="s"),
+                          workload=SimpleNamespace(name="fake", data_key="", check_steps=3))
     ctx = SimpleNamespace(cid=cid, where="fake", reference=SimpleNamespace(seed=0))
-    run = pipeline.CaseRun(ctx, pool, {"name": "fake"}, calls=1)  # type: ignore[arg-type]
+    run = pipeline.CaseRun(ctx, pool, {"name": "fake"}, calls=calls)  # type: ignore[arg-type]
     run.handle, run.round_s = 1, 1.0
     return run
 
@@ -70,9 +78,25 @@ def test_each_turn_drops_its_first_round_and_records_the_rest() -> None:
     assert run.turn(3) == [1.0, 1.0, 1.0]
     assert run.turn(2) == [1.0, 1.0]
     assert run.seconds == [1.0] * 5 and 10.0 not in run.seconds
-    # rounds are numbered through the dropped ones: 1-4, then 5-7
-    assert pool.calls == [(1, 4), (5, 3)]
+    # rounds are numbered through the dropped ones: 1-4, then 5-7, one command each
+    assert pool.turns == [[1, 2, 3, 4], [5, 6, 7]]
+    assert pool.calls == [(r, 1) for r in range(1, 8)]
     assert run.rounds_done == 7
+
+
+def test_each_round_gets_its_probe_keys_only_in_its_own_command() -> None:
+    """Inference and transforms: a turn is one command a round, each carrying that round's
+    probe keys alone, so the worker cannot work out a later round's answers in an earlier
+    one (the turn's dropped first round included); every key is new."""
+    pool = FakePool()
+    run = case_run(pool, kind="infer", calls=3)
+    run._fetch = lambda numbers: None  # type: ignore[method-assign]  # the keys alone here
+    run.turn(3)
+    run.turn(2)
+    assert len(pool.keys) == 7 and all(len(k) == 1 and len(k[0]) == 3 for k in pool.keys)
+    flat = [key for keys in pool.keys for key in keys[0]]
+    assert len(set(flat)) == len(flat) and 0 not in flat
+    assert [run.keys[r] for r in range(1, 8)] == [k[0] for k in pool.keys]
 
 
 def test_a_dropped_round_can_be_audited_like_any_other() -> None:
@@ -285,7 +309,7 @@ def test_each_case_run_draws_its_own_secret_which_the_worker_never_receives() ->
     assert runs[0].secret != runs[1].secret
     runs[0].audits = {2}
     runs[0].turn(3)
-    assert pool.calls == [(1, 4)] and pool.fetched == [[1, 2]]  # fetched after the turn
+    assert pool.turns == [[1, 2, 3, 4]] and pool.fetched == [[1, 2]]  # after the turn
 
 
 def test_a_worker_whose_results_changed_after_its_turn_fails() -> None:
@@ -335,3 +359,43 @@ def test_the_worker_clock_must_cover_half_the_parents_time_less_a_slack_a_turn()
     quarter = {"parent_s": 2.0, "worker_s": 0.5, "timed_s": 0.4, "turns": 4}
     with pytest.raises(AssertionError, match="the worker's clock disagrees with the parent's"):
         audit.assert_clocks_agree(quarter, where="fake")
+    # a turn is one command a round: each further command's message there and back is
+    # allowed for (a few milliseconds), not a whole turn's slack
+    chatty = {"parent_s": 0.6, "worker_s": 0.05, "timed_s": 0.04, "turns": 2, "commands": 200}
+    audit.assert_clocks_agree(chatty, where="fake")
+    quarter_chatty = {**quarter, "commands": 40}
+    with pytest.raises(AssertionError, match=r"0.005 s for each of 36 further round command"):
+        audit.assert_clocks_agree(quarter_chatty, where="fake")
+
+
+def test_each_training_round_gets_the_batch_keys_of_its_own_steps_only() -> None:
+    """Training: each round command carries one batch key a step, for the steps it makes
+    (counted from the seeded start, after the checked steps, which keep the seeded data);
+    the keys come from the pass's data secret, so two cases of a pass get the same ones and
+    share a reference trajectory, and another pass gets others."""
+    pool = FakePool()
+    run = case_run(pool, calls=2)
+    run.data_secret, run.steps_sent = 7, 3  # after the 3 checked steps
+    run.turn(2)
+    keys = [k[0] for k in pool.keys]
+    assert len(keys) == 3 and all(len(k) == 2 for k in keys)
+    flat = [key for k in keys for key in k]
+    assert 0 not in flat and len(set(flat)) == len(flat)
+    cid = run.ctx.cid
+    assert flat == [data.step_key(7, cid.workload, cid.shape, n) for n in range(4, 10)]
+    assert [data.step_key(7, cid.workload, cid.shape, n) for n in (1, 2, 3)] == [0, 0, 0]
+    assert data.step_key(8, cid.workload, cid.shape, 4) != flat[0]
+
+
+def test_a_worker_whose_step_count_differs_from_the_batches_sent_fails() -> None:
+    class Extra(FakePool):
+        def case(self, *args: Any, **kwargs: Any) -> Any:
+            found = super().case(*args, **kwargs)
+            if args[1] == "round":
+                found[0]["steps"] = [99]
+            return found
+
+    run = case_run(Extra())
+    with pytest.raises(AssertionError, match=r"the worker has made 99 training step\(s\) "
+                                             r"where the harness sent the batches of 1"):
+        run.turn(1, discard=0)

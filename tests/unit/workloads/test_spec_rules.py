@@ -41,3 +41,28 @@ def test_an_hvp_needs_the_objective() -> None:
 
 def test_inference_needs_a_forward() -> None:
     assert any("need forward(xp, params, data)" in p for p in problems(forward=None))
+
+
+def test_a_training_batch_draws_the_same_rows_of_every_array_at_the_datas_dtype() -> None:
+    """data.batch: key 0 is the seeded data as they are; another key draws rows with
+    replacement, the same rows of every array, copied (dtype and bytes kept), so a float64
+    reference drawing from widened data gets the same batch widened."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from pytest_mlbench.workloads import data
+
+    workload = SimpleNamespace(name="w", data_key="", check_steps=3)
+    shape = SimpleNamespace(label="s")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((32, 4)).astype(np.float32)
+    inputs = {"x": x, "y": np.arange(32, dtype=np.int32)}
+    assert data.batch(workload, shape, inputs, 0)["x"] is x
+    found = data.batch(workload, shape, inputs, 12345)
+    assert found["x"].dtype == np.float32 and found["x"].shape == x.shape
+    assert np.array_equal(found["x"], x[found["y"]])  # the same rows of both arrays
+    assert not np.array_equal(found["y"], inputs["y"])
+    wide = data.batch(workload, shape, data.widen(inputs), 12345)
+    assert np.array_equal(wide["x"], found["x"].astype(np.float64))
+    assert not np.array_equal(data.batch(workload, shape, inputs, 54321)["y"], found["y"])
