@@ -14,6 +14,7 @@ import pytest
 
 from pytest_mlbench import frameworks
 from pytest_mlbench.checking.oracle_client import OracleService
+from pytest_mlbench.engine import protocol
 from pytest_mlbench.engine.pools import PoolKey, Side
 from pytest_mlbench.measuring import case_run as pipeline
 from pytest_mlbench.measuring import schedule
@@ -35,21 +36,21 @@ class FakePool:
         self.pretouched = list(pretouched)  # what each turn's pre-touch check did
         self.serial = 0
 
-    def case(self, handle: int, method: str, *args: Any, timeout: float | None = None,
-             ) -> list[dict[str, Any]]:
-        if method == "fetch":
-            self.fetched.append([self.serial - back for back, _ in args[0]])
-            return [[self.result() for _ in args[0]]]
-        assert method == "round"
-        total = args[0]
+    def case(self, handle: int, command: Any, timeout: float | None = None) -> list[Any]:
+        if isinstance(command, protocol.Fetch):
+            self.fetched.append([self.serial - back for back, _ in command.wanted])
+            return [protocol.Fetched([self.result() for _ in command.wanted])]
+        assert isinstance(command, protocol.Round)
+        total = command.rounds
         self.calls.append((self.serial + 1, total))
         serials = list(range(self.serial + 1, self.serial + total + 1))
         self.serial += total
         seconds = [10.0] + [1.0] * (total - 1)
         again = self.pretouched.pop(0) if self.pretouched else None
         digest = data.digest({}, {})
-        return [{"seconds": seconds, "serials": serials, "digests": [digest] * total,
-                 "span": sum(seconds), "pretouched": again}]
+        return [protocol.RoundsRan(seconds=seconds, serials=serials, digests=[digest] * total,
+                                   faults=[0] * total, steps=serials, pretouched=again,
+                                   span=sum(seconds), between=0.0, outside=0.0)]
 
     @staticmethod
     def result() -> dict[str, Any]:
