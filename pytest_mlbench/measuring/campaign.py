@@ -14,7 +14,7 @@ process). A pass alternates two kinds of phase, comparison group by comparison g
 
 The first pass is the full one (measuring/case_run.py): every check, the cold compile time (the
 compile caches start empty), the first call and the peak memory. Later passes load torch's
-and numba's kernels from those caches (XLA compiles in every process: engine/workers.
+and numba's kernels from those caches (XLA compiles in every process: engine/pools.
 compile_caches) and repeat only the checks a fresh process needs; every pass's
 timed rounds are audited.
 

@@ -7,7 +7,7 @@ themselves are in checking/phases.py (checking/audit.py while timed), the refere
 Every pass runs the same checks before timing, in a fresh process, against references the
 first pass computed (they are cached): every framework traces and compiles the same
 functions in the same order in every process (torch and numba load from the session's
-compile caches what the first pass compiled; XLA compiles afresh: engine/workers.
+compile caches what the first pass compiled; XLA compiles afresh: engine/pools.
 compile_caches). Every pass's timed rounds are audited: every round's results are made
 NumPy inside its clock and kept in the worker, a digest of each sent back with the turn;
 which rounds are judged is drawn from a secret only this process holds (CaseRun.secret),

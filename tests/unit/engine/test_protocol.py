@@ -35,8 +35,9 @@ def _commands(base: type) -> set[type]:
 
 def test_every_command_has_one_handler_and_a_name_of_its_own() -> None:
     commands, case_commands = _commands(p.Command), _commands(p.CaseCommand)
-    assert commands == set(COMMANDS)
-    assert case_commands == set(CASE_COMMANDS)
+    assert commands == set(COMMANDS), f"without a handler: {commands - set(COMMANDS)}"
+    assert case_commands == set(CASE_COMMANDS), \
+        f"without a handler: {case_commands - set(CASE_COMMANDS)}"
     names = [c.name for c in commands | case_commands]
     assert len(names) == len(set(names)), names
     for command in commands | case_commands:
