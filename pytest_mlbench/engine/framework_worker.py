@@ -146,15 +146,13 @@ class FrameworkWorker:
     # -- a case's commands that the worker does more than pass on -------------------------------
 
     def round(self, case: CaseServer, command: p.Round) -> p.RoundsRan:
-        call = lambda: case.round(command.rounds, command.calls, command.keys)  # noqa: E731
         if self.pinned.get("pinned"):
-            return call()
-        return self._on_timed_cores(call)
+            return run_rounds(case, command)
+        return self._on_timed_cores(lambda: run_rounds(case, command))
 
     def learn(self, case: CaseServer, command: p.Learn) -> p.RoundsRan:
         """A first warm-up round: the threads it busies get pinned."""
-        r = command.round
-        return self.learn_and_pin(lambda: case.round(r.rounds, r.calls, r.keys), command.pin)
+        return self.learn_and_pin(lambda: run_rounds(case, command.round), command.pin)
 
     def _open(self, spec: dict[str, Any]) -> int:
         handle = len(self.cases) and max(self.cases) + 1
@@ -175,6 +173,11 @@ class FrameworkWorker:
 
     def close(self) -> None:
         self.cases.clear()
+
+
+def run_rounds(case: CaseServer, command: p.Round) -> p.RoundsRan:
+    """The one place a Round's fields reach CaseServer.round (Round and Learn both)."""
+    return case.round(command.rounds, command.calls, command.keys)
 
 
 def build(rank: int, world: int, config: dict[str, Any]) -> FrameworkWorker:
