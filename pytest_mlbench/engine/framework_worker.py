@@ -35,6 +35,7 @@ from pytest_mlbench.errors import Unavailable, Unsupported
 PEAK_N = {"float64": 1024, "float32": 1536, "bfloat16": 1024}  # large enough for the peak
 PEAK_REPEATS = 3  # in every process; the session keeps the best of all
 LEARN_S = 0.1  # how long a case's first warm-up round repeats while its threads are watched
+LEARN_RANK_ROUNDS = 5  # the same on every rank of a data-parallel pool (not a time)
 T = TypeVar("T")
 
 
@@ -87,10 +88,16 @@ class FrameworkWorker:
 
     def learn_and_pin(self, run: Callable[[], T], pin: bool) -> T:
         """Run a case's first warm-up round (repeated for at least LEARN_S), see which threads
-        did the work, and pin those (or, with ``pin`` off, free every thread)."""
+        did the work, and pin those (or, with ``pin`` off, free every thread). The ranks of a
+        data-parallel pool (world > 1) repeat it LEARN_RANK_ROUNDS times each instead: their
+        rounds meet in collectives, and a rank that stopped by its own clock a round before
+        another left that one waiting in a collective until the command's timeout."""
         before, start = threading_.cpu_seconds(), time.perf_counter()
         reply = run()
-        while time.perf_counter() - start < LEARN_S:
+        if self.world > 1:  # every rank the same count (see above)
+            for _ in range(LEARN_RANK_ROUNDS - 1):
+                reply = run()
+        while self.world == 1 and time.perf_counter() - start < LEARN_S:
             reply = run()
         busy = threading_.busy_threads(before, threading_.cpu_seconds(),
                                        time.perf_counter() - start)

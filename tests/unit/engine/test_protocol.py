@@ -120,3 +120,23 @@ def test_a_worker_answers_every_case_command_with_its_reply_type() -> None:
         assert pool.peak("float32") is not None
     finally:
         pool.close(kill=True)
+
+
+@pytest.mark.parametrize("world", [1, 2])
+def test_every_rank_of_a_pool_repeats_its_learning_round_alike(
+        world: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Learn repeats a warm-up round while the worker watches its threads: by the clock in a
+    one-rank pool, but the same count on every rank of a data-parallel one, whose rounds meet
+    in collectives (a rank that stopped by its own clock one round early left another
+    waiting in a collective until the timeout: seen as a 600 s hang with --mlbench-affinity=pin)."""
+    from pytest_mlbench.engine import framework_worker as fw
+
+    monkeypatch.setattr(fw.threading_, "unpin", lambda: {"pinned": False})
+    worker = object.__new__(FrameworkWorker)
+    worker.world = world
+    ran: list[int] = []
+    clock = iter(range(1000))
+    monkeypatch.setattr(fw.time, "perf_counter", lambda: next(clock) * 0.01)  # 10 ms a read
+    worker.learn_and_pin(lambda: ran.append(1), pin=False)
+    assert len(ran) == (fw.LEARN_RANK_ROUNDS if world > 1 else 10)
+    assert worker.pinned == {"pinned": False}
