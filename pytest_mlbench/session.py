@@ -31,8 +31,9 @@ from pytest_mlbench.options import Settings
 if TYPE_CHECKING:  # the rest loads when a session runs the plugin's cases (a guest starts light)
     from pytest_mlbench.checking.oracle_client import OracleService
     from pytest_mlbench.judging.ab import ABSession, BaseSide
-    from pytest_mlbench.measuring.campaign import Campaign, Plan
+    from pytest_mlbench.measuring.campaign import Campaign
     from pytest_mlbench.measuring.outcome import Outcome
+    from pytest_mlbench.measuring.plan import Lane, Plan
     from pytest_mlbench.storing.record import Record
     from pytest_mlbench.workloads.case import CaseId
     from pytest_mlbench.workloads.catalogue import Catalogue
@@ -113,7 +114,7 @@ class RunState:
     # -- the campaign -----------------------------------------------------------------------
 
     def plan(self) -> Plan:
-        from pytest_mlbench.measuring.campaign import Plan
+        from pytest_mlbench.measuring.plan import Plan
 
         bench = getattr(self.config, "_benchmarksession", None)
         timing = bench is not None and not bench.disabled
@@ -148,8 +149,8 @@ class RunState:
 
     def _start(self, session: pytest.Session) -> None:
         from pytest_mlbench.engine.launcher import Launch
-        from pytest_mlbench.engine.pools import Side
-        from pytest_mlbench.measuring.campaign import Campaign, Lane
+        from pytest_mlbench.measuring.campaign import Campaign
+        from pytest_mlbench.measuring.plan import Lane, Side
 
         self._runnable = self._selected(session)
         entries = {name: frameworks.entry(self.registry[name]) for name in self.registry}
@@ -209,9 +210,9 @@ class RunState:
                 return
             self.progress(line)
 
-    def _base_lane(self, runnable: Mapping[str, CaseId]) -> Any:
+    def _base_lane(self, runnable: Mapping[str, CaseId]) -> Lane:
         """The base revision's cases of the same names, from the base's own catalogue."""
-        from pytest_mlbench.measuring.campaign import Lane
+        from pytest_mlbench.measuring.plan import Lane
         from pytest_mlbench.workloads import catalogue
 
         assert self.base is not None
@@ -222,9 +223,9 @@ class RunState:
     def _judge_ab(self, runnable: Mapping[str, CaseId]) -> None:
         if self.ab is None or self.outcomes is None:
             return
-        from pytest_mlbench.engine.pools import Side
         from pytest_mlbench.judging.ab import BASE
         from pytest_mlbench.measuring.outcome import key_of
+        from pytest_mlbench.measuring.plan import Side
 
         base = Side(BASE)
         self.ab.judge({name: (self.outcomes.get(key_of(base, cid)), self.outcomes[name])

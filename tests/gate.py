@@ -12,6 +12,7 @@ from pytest_mlbench.checking import phases
 from pytest_mlbench.checking.asserts import tolerances
 from pytest_mlbench.checking.oracle_client import OracleService
 from pytest_mlbench.checking.reference import Reference
+from pytest_mlbench.engine.protocol import Gradient
 from pytest_mlbench.engine.server import CaseServer
 from pytest_mlbench.precision import POLICIES
 from pytest_mlbench.workloads import catalogue, data
@@ -37,7 +38,9 @@ def check(workload_name: str, framework: str, variant: str = "eager",
         ctx = phases.Context(cid, reference, policy, tolerances(precision, workload.tolerances),
                              inputs, params, f"{framework} {variant} ({cid.name})")
         phases.check_start(ctx, server.start())
-        phases.check_gradient(ctx, server.evaluate(0))
+        found = server.evaluate(0)
+        assert isinstance(found, Gradient), f"{cid.name}: a training step evaluates to a gradient"
+        phases.check_gradient(ctx, found)
         first = server.steps(1)
         rest = server.steps(workload.check_steps - 1) if workload.check_steps > 1 else None
         phases.check_steps(ctx, first, rest)

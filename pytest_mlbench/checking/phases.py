@@ -39,6 +39,7 @@ from pytest_mlbench.checking.asserts import (
 )
 from pytest_mlbench.checking.reference import Reference
 from pytest_mlbench.checking.trajectory import State, Trajectory
+from pytest_mlbench.engine.protocol import Finished, Gradient, Started, Stepped
 from pytest_mlbench.precision import Policy, numpy_dtype
 from pytest_mlbench.workloads import data
 from pytest_mlbench.workloads.case import CaseId
@@ -83,30 +84,30 @@ class Context:
 
 # -- before timing --------------------------------------------------------------------------------
 
-def check_start(ctx: Context, start: Mapping[str, Any]) -> None:
+def check_start(ctx: Context, start: Started) -> None:
     """Same bytes for every framework; the optimizer's own settings; the census."""
-    if start["digest"] != data.digest(ctx.inputs, ctx.params):
+    if start.digest != data.digest(ctx.inputs, ctx.params):
         raise AssertionError(f"{ctx.where}: the worker built its case from other data "
-                             f"(digest {start['digest']} != {data.digest(ctx.inputs, ctx.params)})")
-    assert_identical(start["snapshot"]["params"], ctx.params,
+                             f"(digest {start.digest} != {data.digest(ctx.inputs, ctx.params)})")
+    assert_identical(start.snapshot["params"], ctx.params,
                      where=f"{ctx.where} initial params (the seeded start, the same bytes for "
                            "every framework)")
     optimizer = ctx.cid.task.optimizer
     if optimizer is not None:
         expected = optimizer.init_state(ctx.params)
-        assert_same_keys(start["snapshot"]["state"], expected,
+        assert_same_keys(start.snapshot["state"], expected,
                          where=f"{ctx.where} {optimizer.name} state (state() names)")
-        for key, value in start["snapshot"]["state"].items():
+        for key, value in start.snapshot["state"].items():
             if np.any(np.asarray(value, np.float64) != 0):
                 raise AssertionError(f"{ctx.where} {optimizer.name} state {key}: does not start "
                                      "at zero")
-        if start["hyperparameters"] is not None:
-            check_hyperparameters(start["hyperparameters"], optimizer, where=ctx.where)
+        if start.hyperparameters is not None:
+            check_hyperparameters(start.hyperparameters, optimizer, where=ctx.where)
         elif optimizer.slots:
             raise AssertionError(f"{ctx.where}: the {optimizer.name} optimizer's "
                                  "hyper-parameters are not reported; add hyperparameters() "
                                  "reading them back from the framework's optimizer")
-    check_census(ctx, start["census"], "at the start")
+    check_census(ctx, start.census, "at the start")
 
 
 def check_census(ctx: Context, census: Any, when: str) -> None:
@@ -115,18 +116,18 @@ def check_census(ctx: Context, census: Any, when: str) -> None:
         assert_census(found, ctx.size, what=what, where=f"{ctx.where} {when}")
 
 
-def check_gradient(ctx: Context, found: Mapping[str, Any]) -> None:
+def check_gradient(ctx: Context, found: Gradient) -> None:
     """Loss and gradient at the seeded start against the float64 reference."""
     loss, grads = ctx.reference.loss_and_grad(ctx.params, ctx.inputs)
     tol = ctx.tol.grad
 
     def norm_wise() -> None:
-        assert_close(found["loss"], loss, rtol=tol.rtol, atol=tol.atol,
+        assert_close(found.loss, loss, rtol=tol.rtol, atol=tol.atol,
                      where=f"{ctx.where} loss at the start")
-        assert_trees_close(found["grads"], grads, rtol=tol.rtol, atol=tol.atol,
+        assert_trees_close(found.grads, grads, rtol=tol.rtol, atol=tol.atol,
                            where=f"{ctx.where} gradient of")
 
-    check_arithmetic(ctx, found["grads"], grads, "gradient at the start", None, norm_wise)
+    check_arithmetic(ctx, found.grads, grads, "gradient at the start", None, norm_wise)
 
 
 def check_arithmetic(ctx: Context, found: Any, expected: Any, what: str, probe: Arrays | None,
@@ -163,24 +164,24 @@ def honest_statistic(ctx: Context, expected: Any,
     return ctx.honest["result"]
 
 
-def check_steps(ctx: Context, first: Mapping[str, Any], rest: Mapping[str, Any] | None) -> None:
+def check_steps(ctx: Context, first: Stepped, rest: Stepped | None) -> None:
     """The first optimizer step moves the parameters (and state) as the reference's; the
     losses of the checked steps follow the reference trajectory."""
     opt = ctx.cid.task.optimizer
     assert opt is not None
     steps = ctx.cid.workload.check_steps
     trajectory = seeded_trajectory(ctx)
-    assert_dtypes(first["dtypes"], ctx.policy.dtype, where=f"{ctx.where} params after the "
+    assert_dtypes(first.dtypes, ctx.policy.dtype, where=f"{ctx.where} params after the "
                                                           "first step")
     label = f"first {opt.name} step ({opt.describe()})"
-    assert_displaced_like(ctx, ctx.params, first["snapshot"], trajectory.state(1), 1,
+    assert_displaced_like(ctx, ctx.params, first.snapshot, trajectory.state(1), 1,
                           where=f"{ctx.where} {label}")
-    losses = list(first["losses"]) + list(rest["losses"] if rest else [])
+    losses = list(first.losses) + list(rest.losses if rest else [])
     tol = ctx.tol.trajectory
     assert_trajectory_close(losses, trajectory.losses(len(losses)), rtol=tol.rtol,
                             atol=tol.atol, where=f"{ctx.where} trajectory")
     if rest is not None:
-        assert_displaced_like(ctx, ctx.params, rest["snapshot"], trajectory.state(steps), steps,
+        assert_displaced_like(ctx, ctx.params, rest.snapshot, trajectory.state(steps), steps,
                               where=f"{ctx.where} after {steps} steps")
 
 
@@ -393,44 +394,44 @@ def probe_of(ctx: Context, index: int) -> Arrays:
 
 # -- after timing ------------------------------------------------------------------------------------
 
-def check_finish(ctx: Context, finish: Mapping[str, Any]) -> None:
+def check_finish(ctx: Context, finish: Finished) -> None:
     cid = ctx.cid
-    compiles = finish["compiles"]
-    assert_variant_applied(finish["traces"], cid.variant, where=ctx.where)
+    compiles = finish.compiles
+    assert_variant_applied(finish.traces, cid.variant, where=ctx.where)
     assert_eager(compiles, cid.variant, where=ctx.where)
-    if finish["policy"]:  # before the compilations: a changed setting makes JAX compile again
+    if finish.policy:  # before the compilations: a changed setting makes JAX compile again
         raise AssertionError(f"{ctx.where}: precision policy {ctx.policy.name} no longer holds "
-                             f"after timing: {finish['policy']}")
+                             f"after timing: {finish.policy}")
     # every compilation counts while timed, the framework's own too (eager dispatch compiling
-    # a primitive for a new value each step); a base revision's worker may not count them
-    timed = finish.get("backend_compiles", compiles)
-    assert_no_retrace(timed.get("timing", 0), 0, where=ctx.where)
+    # a primitive for a new value each step)
+    assert_no_retrace(finish.backend_compiles.get("timing", 0), 0, where=ctx.where)
     if cid.task.kind == "train":
-        assert_dtypes(finish["dtypes"], ctx.policy.dtype, where=f"{ctx.where} params after "
-                                                                "timing")
-        if "trained" in finish:  # evaluated in the first pass only (measuring/case_run.py: ``full``)
+        assert_dtypes(finish.dtypes, ctx.policy.dtype, where=f"{ctx.where} params after "
+                                                             "timing")
+        if finish.trained is not None:  # the first pass only (measuring/case_run.py: ``full``)
             check_trained(ctx, finish)
-    check_census(ctx, finish["census"], "after timing")
+    check_census(ctx, finish.census, "after timing")
 
 
-def check_trained(ctx: Context, finish: Mapping[str, Any]) -> None:
+def check_trained(ctx: Context, finish: Finished) -> None:
     """Loss and gradient where training has taken the parameters. The tolerance's absolute
     part scales with the start's loss and gradient, so a run near convergence (a loss or
     gradients near zero, which the working precision resolves only to its rounding of the
     start's magnitudes) passes; a hidden parameter or a precision change made after the
     checks does not, nor a gradient correctly rounded from float64 (checking/arithmetic.py; too coarse
     is not judged here: cancellation near convergence grows the relative error honestly)."""
-    params = finish["snapshot"]["params"]
+    assert finish.snapshot is not None and finish.trained is not None
+    params = finish.snapshot["params"]
     loss, grads = ctx.reference.loss_and_grad(params, ctx.inputs)
     start_loss, start = ctx.reference.loss_and_grad(ctx.params, ctx.inputs)
     tol = ctx.tol.grad
-    found = finish["trained"]
-    assert_close(found["loss"], loss, rtol=tol.rtol, atol=tol.atol, scale=abs(start_loss),
+    found = finish.trained
+    assert_close(found.loss, loss, rtol=tol.rtol, atol=tol.atol, scale=abs(start_loss),
                  where=f"{ctx.where} loss where training took the parameters")
     scales = {k: float(np.linalg.norm(v)) for k, v in start.items()}
-    assert_trees_close(found["grads"], grads, rtol=tol.rtol, atol=tol.atol, scales=scales,
+    assert_trees_close(found.grads, grads, rtol=tol.rtol, atol=tol.atol, scales=scales,
                        where=f"{ctx.where} gradient where training took the parameters, of")
     what = "gradient where training took the parameters"
     ctx.arithmetic[what] = arithmetic.assert_arithmetic_precision(
-        found["grads"], grads, policy=ctx.policy.name, where=f"{ctx.where} {what}",
+        found.grads, grads, policy=ctx.policy.name, where=f"{ctx.where} {what}",
         honest=ctx.honest.get("result"), coarse=False)

@@ -2,19 +2,20 @@
 
 Started by the launcher as ``pytest_mlbench.engine.framework_worker:build``. At start it sets the
 framework's threads and checks them, warms the framework up (so one-time start-up costs do
-not land in the first case's compile time), then serves (pinning, when asked, the threads that
-do each case's work, found on its first warm-up round):
+not land in the first case's compile time), then serves the commands of engine/protocol.py,
+each by its handler in COMMANDS (a case's commands by theirs in CASE_COMMANDS):
 
-    info                        versions, threads, pinning
-    open <case spec>            build a case -> handle
-    case <handle> <command>     a CaseServer command (start, evaluate, steps, round, finish, ...),
-                                or ``learn``: a warm-up round, repeated while the worker watches
-                                which threads work, then pins them
-    close <handle>              drop a case and collect its memory
-    peak <dtype>                this framework's best matmul GFLOP/s at a dtype
+    Info                        versions, threads, pinning
+    Open(spec)                  build a case -> its handle
+    OnCase(handle, command)     a CaseServer command (Start, Evaluate, Steps, Round, Fetch,
+                                Finish, ...), or ``Learn``: a warm-up round, repeated while the
+                                worker watches which threads work, then pins them
+    Close(handle)               drop a case and collect its memory
+    Peak(dtype)                 this framework's best matmul GFLOP/s at a dtype
 
-An exception inside a case command is returned as that case's failure, not raised: the worker
-keeps serving. Skips (a device or dtype the framework lacks) come back as skips.
+An exception inside a case command is returned as that case's failure (protocol.Failed,
+Raised), not raised: the worker keeps serving. Skips (a device or dtype the framework lacks)
+come back as protocol.Skipped.
 """
 
 from __future__ import annotations
@@ -22,16 +23,20 @@ from __future__ import annotations
 import gc
 import time
 import traceback
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from pytest_mlbench import frameworks
 from pytest_mlbench import threads as threading_
+from pytest_mlbench.engine import protocol as p
 from pytest_mlbench.engine.server import CaseServer
 from pytest_mlbench.errors import Unavailable, Unsupported
 
 PEAK_N = {"float64": 1024, "float32": 1536, "bfloat16": 1024}  # large enough for the peak
 PEAK_REPEATS = 3  # in every process; the session keeps the best of all
 LEARN_S = 0.1  # how long a case's first warm-up round repeats while its threads are watched
+LEARN_RANK_ROUNDS = 5  # the same on every rank of a data-parallel pool (not a time)
+T = TypeVar("T")
 
 
 def release(cases: dict[int, Any], handle: int | None) -> None:
@@ -82,23 +87,35 @@ class FrameworkWorker:
             compiler()
             self.compiler_start_s = time.perf_counter() - start
 
-    def learn_and_pin(self, run: Any, pin: bool, again: Any = None) -> Any:
+    def learn_and_pin(self, run: Callable[[], T], pin: bool,
+                      again: Callable[[], Any] | None = None) -> T:
         """Run a case's first warm-up round (then it, or ``again``, repeated for at least
         LEARN_S), see which threads did the work, and pin those (or, with ``pin`` off, free
-        every thread)."""
+        every thread). The ranks of a data-parallel pool (world > 1) repeat it
+        LEARN_RANK_ROUNDS times each instead: their rounds meet in collectives, and a rank
+        that stopped by its own clock a round before another left that one waiting in a
+        collective until the command's timeout."""
         before, start = threading_.cpu_seconds(), time.perf_counter()
         reply = run()
-        while time.perf_counter() - start < LEARN_S:
+
+        def repeat() -> None:
+            nonlocal reply
             if again is None:
                 reply = run()
             else:
                 again()
+
+        if self.world > 1:  # every rank the same count (see above)
+            for _ in range(LEARN_RANK_ROUNDS - 1):
+                repeat()
+        while self.world == 1 and time.perf_counter() - start < LEARN_S:
+            repeat()
         busy = threading_.busy_threads(before, threading_.cpu_seconds(),
                                        time.perf_counter() - start)
         self.pinned = threading_.pin(busy) if pin else threading_.unpin()
         return reply
 
-    def _on_timed_cores(self, call: Any) -> Any:
+    def _on_timed_cores(self, call: Callable[[], T]) -> T:
         """A timed turn runs on the case's cores, as every other case's turns do (the turn's
         first round, dropped, absorbs the move). A turn is one command a round, so the worker
         stays there until its next command that is not a round (the turn's fetch), which
@@ -114,33 +131,56 @@ class FrameworkWorker:
             if self.moves:
                 threading_.place(self.free_cores)
 
-    def __call__(self, command: str, payload: Any) -> Any:
-        if not (command == "case" and payload[1] == "round"):
-            self._off_timed_cores()
-        if command == "ping":
-            return None
-        if command == "info":
-            return {"threads": self.adapter.threads(), "versions": self.adapter.versions(),
-                    "pinned": self.pinned, "compiler_start_s": self.compiler_start_s}
-        if command == "open":
-            return self._guarded(lambda: self._open(payload))
-        if command == "case":
-            handle, method, args = payload
-            call = lambda: getattr(self.cases[handle], method)(*args)  # noqa: E731
-            if method == "learn":  # a first warm-up round: the threads it busies get pinned
-                pin, *rest = args
-                call = lambda: self.learn_and_pin(  # noqa: E731
-                    lambda: self.cases[handle].round(*rest), bool(pin),
-                    self.cases[handle].rehearsal())
-            elif method == "round" and not self.pinned.get("pinned"):
-                return self._guarded(lambda: self._on_timed_cores(call))
-            return self._guarded(call)
-        if command == "close":
-            release(self.cases, payload)
-            return None
-        if command == "peak":
-            return self.adapter.matmul_gflops(payload, PEAK_N.get(payload, 1024), PEAK_REPEATS)
-        raise ValueError(f"unknown command {command!r}")
+    def __call__(self, name: str, command: p.Command) -> Any:
+        """The launcher's entry: ``command`` is one of protocol's commands (``name`` is its
+        name, for the launcher's messages)."""
+        handler = COMMANDS.get(type(command))
+        if handler is None:
+            raise ValueError(f"unknown command {name!r} ({type(command).__name__}): this worker "
+                             f"serves {sorted(c.name for c in COMMANDS)}")
+        if not (isinstance(command, p.OnCase) and isinstance(command.command, p.Round)):
+            self._off_timed_cores()  # a turn's rounds are over: its fetch, or anything else
+        return handler(self, command)
+
+    # -- the commands ---------------------------------------------------------------------------
+
+    def ping(self, command: p.Ping) -> p.Done:
+        return p.Done()
+
+    def info(self, command: p.Info) -> p.WorkerInfo:
+        return p.WorkerInfo(threads=self.adapter.threads(), versions=self.adapter.versions(),
+                            pinned=self.pinned, compiler_start_s=self.compiler_start_s)
+
+    def open(self, command: p.Open) -> p.Outcome:
+        return self._guarded(lambda: p.Opened(self._open(command.spec)))
+
+    def on_case(self, command: p.OnCase) -> p.Outcome:
+        handler = CASE_COMMANDS.get(type(command.command))
+        if handler is None:
+            raise ValueError(f"unknown case command {type(command.command).__name__}: a case "
+                             f"serves {sorted(c.name for c in CASE_COMMANDS)}")
+        return self._guarded(lambda: handler(self, self.cases[command.handle], command.command))
+
+    def close_case(self, command: p.Close) -> p.Done:
+        release(self.cases, command.handle)
+        return p.Done()
+
+    def peak(self, command: p.Peak) -> p.PeakFound:
+        n = PEAK_N.get(command.dtype, 1024)
+        return p.PeakFound(self.adapter.matmul_gflops(command.dtype, n, PEAK_REPEATS))
+
+    # -- a case's commands that the worker does more than pass on -------------------------------
+
+    def round(self, case: CaseServer, command: p.Round) -> p.RoundsRan:
+        if self.pinned.get("pinned"):
+            return run_rounds(case, command)
+        return self._on_timed_cores(lambda: run_rounds(case, command))
+
+    def learn(self, case: CaseServer, command: p.Learn) -> p.RoundsRan:
+        """A first warm-up round: the threads it busies get pinned (training repeats a loss
+        and gradient after it, not the round: CaseServer.rehearsal)."""
+        return self.learn_and_pin(lambda: run_rounds(case, command.round), command.pin,
+                                  case.rehearsal())
 
     def _open(self, spec: dict[str, Any]) -> int:
         handle = len(self.cases) and max(self.cases) + 1
@@ -148,20 +188,83 @@ class FrameworkWorker:
         return handle
 
     @staticmethod
-    def _guarded(fn: Any) -> dict[str, Any]:
-        """The command's value, or what went wrong in the case, as data."""
+    def _guarded(fn: Callable[[], Any]) -> p.Outcome:
+        """The command's reply, or what went wrong in the case, as data."""
         try:
-            return {"ok": fn()}
+            return p.Ok(fn())
         except (Unavailable, Unsupported) as exc:
-            return {"skip": str(exc)}
+            return p.Skipped(str(exc))
         except AssertionError as exc:
-            return {"fail": str(exc)}
+            return p.Failed(str(exc))
         except Exception as exc:  # the implementation's own error: its traceback is the report
-            return {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+            return p.Raised(f"{type(exc).__name__}: {exc}", traceback.format_exc())
 
     def close(self) -> None:
         self.cases.clear()
 
 
+def run_rounds(case: CaseServer, command: p.Round) -> p.RoundsRan:
+    """The one place a Round's fields reach CaseServer.round (Round and Learn both)."""
+    return case.round(command.rounds, command.calls, command.keys, command.follows)
+
+
 def build(rank: int, world: int, config: dict[str, Any]) -> FrameworkWorker:
     return FrameworkWorker(rank, world, config)
+
+
+# command type -> its handler (a new command: its dataclass in protocol.py, a line here)
+COMMANDS: dict[type[p.Command], Callable[[FrameworkWorker, Any], Any]] = {
+    p.Ping: FrameworkWorker.ping,
+    p.Info: FrameworkWorker.info,
+    p.Open: FrameworkWorker.open,
+    p.OnCase: FrameworkWorker.on_case,
+    p.Close: FrameworkWorker.close_case,
+    p.Peak: FrameworkWorker.peak,
+}
+
+
+def _start(w: FrameworkWorker, case: CaseServer, c: p.Start) -> p.Started:
+    return case.start()
+
+
+def _evaluate(w: FrameworkWorker, case: CaseServer, c: p.Evaluate) -> p.Evaluation:
+    return case.evaluate(c.index)
+
+
+def _steps(w: FrameworkWorker, case: CaseServer, c: p.Steps) -> p.Stepped:
+    return case.steps(c.n)
+
+
+def _fetch(w: FrameworkWorker, case: CaseServer, c: p.Fetch) -> p.Fetched:
+    return case.fetch(c.wanted)
+
+
+def _finish(w: FrameworkWorker, case: CaseServer, c: p.Finish) -> p.Finished:
+    return case.finish(c.evaluate)
+
+
+def _pretouch(w: FrameworkWorker, case: CaseServer, c: p.Pretouch) -> p.Heap:
+    return case.pretouch()
+
+
+def _compiled_seconds(w: FrameworkWorker, case: CaseServer, c: p.CompiledSeconds) -> p.Seconds:
+    return case.compiled_seconds()
+
+
+def _peak_memory(w: FrameworkWorker, case: CaseServer, c: p.MeasurePeakMemory) -> p.PeakMemory:
+    return case.peak_memory()
+
+
+# case command type -> its handler, called with the worker, the case and the command
+CASE_COMMANDS: dict[type[p.CaseCommand[Any]], Callable[[FrameworkWorker, CaseServer, Any], Any]] = {
+    p.Start: _start,
+    p.Evaluate: _evaluate,
+    p.Steps: _steps,
+    p.Round: FrameworkWorker.round,
+    p.Learn: FrameworkWorker.learn,
+    p.Fetch: _fetch,
+    p.Finish: _finish,
+    p.Pretouch: _pretouch,
+    p.CompiledSeconds: _compiled_seconds,
+    p.MeasurePeakMemory: _peak_memory,
+}

@@ -40,7 +40,8 @@ from pytest_mlbench.engine import leftovers
 STOP_GRACE_S = 5.0
 # seconds the other ranks get to answer once one rank reported a failure
 FAILED_GRACE_S = 20.0
-PROTOCOL = 6  # bumped when commands change: an A/B worker of another revision must match
+PROTOCOL = 7  # bumped when commands change (engine/protocol.py): an A/B worker of another
+# revision must match
 STDERR_TAIL = 12  # lines of a worker's stderr kept to show when it dies
 POOL_VAR = "MLBENCH_POOL"  # in every worker's environment, inherited by what it starts
 

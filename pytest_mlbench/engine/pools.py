@@ -11,10 +11,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pytest_mlbench import threads as threading_
 from pytest_mlbench.engine import allocator
+from pytest_mlbench.engine import protocol as p
 from pytest_mlbench.engine.launcher import (
     Launch,
     Pool,
@@ -23,6 +24,10 @@ from pytest_mlbench.engine.launcher import (
     WorkerSpec,
     free_loopback_port,
 )
+from pytest_mlbench.engine.side import Side
+
+__all__ = ["CaseError", "CaseFailed", "CaseSkipped", "FrameworkPool", "PoolKey", "Pools", "Side"]
+R = TypeVar("R")
 
 TARGET = "pytest_mlbench.engine.framework_worker:build"
 START_TIMEOUT_S = 300.0  # spawn + import tensorflow + warm-up on a loaded 2-core machine
@@ -40,17 +45,6 @@ class CaseSkipped(Exception):
 
 class CaseError(RuntimeError):
     """The implementation raised; the message carries its traceback."""
-
-
-@dataclass(frozen=True)
-class Side:
-    """Where a worker's code comes from: this environment (the default) or, for the A/B
-    gate, another revision's tree (``path``) or another environment's interpreter."""
-
-    name: str = ""
-    python: str = ""
-    path: tuple[str, ...] = ()
-    root: str = ""  # the suites folder on this side
 
 
 @dataclass(frozen=True)
@@ -72,7 +66,7 @@ class FrameworkPool:
     compiler: bool = True  # warm the framework's compiler up at start (it serves compiled cases)
     launch: Launch | None = None  # what the workers start from (default: this process, now)
     pool: Pool | None = None
-    info: list[dict[str, Any]] = field(default_factory=list)
+    info: list[p.WorkerInfo] = field(default_factory=list)  # each rank's, as the pool started
     ended: str = ""  # why the workers ended, when a command found them dead or hung
 
     def live(self) -> Pool:
@@ -84,10 +78,10 @@ class FrameworkPool:
                                 f"gone: {why}")
         return self.pool
 
-    def _call(self, command: str, payload: Any = None, timeout: float | None = None,
+    def _call(self, command: p.Command, timeout: float | None = None,
               label: str = "") -> list[Any]:
         try:
-            return self.live().call(command, payload, timeout, label)
+            return self.live().call(command.name, command, timeout, label)
         except WorkerError as exc:
             self.ended = self.ended or str(exc)
             raise
@@ -110,12 +104,16 @@ class FrameworkPool:
         spec = WorkerSpec(TARGET, world, config, env, self.side.python, self.side.path, cores,
                           launch)
         self.pool = Pool(spec, start_timeout=START_TIMEOUT_S, timeout=CALL_TIMEOUT_S,
-                         failed=lambda reply: isinstance(reply, dict) and "ok" not in reply)
+                         failed=lambda reply: isinstance(reply, p.Skipped | p.Failed | p.Raised))
         self.pool.spawn()
 
     def started(self) -> None:
         self.live().started()
-        self.info = self._call("info")
+        self.info = self.worker_info()
+
+    def worker_info(self) -> list[p.WorkerInfo]:
+        """Each rank's threads, versions and pinning, now."""
+        return self._call(p.Info())
 
     def per_worker_threads(self, world: int) -> int:
         """``--mlbench-threads`` for one device; shared between the ranks of a data-parallel
@@ -149,34 +147,36 @@ class FrameworkPool:
 
     # -- commands -----------------------------------------------------------------------------
 
-    def _values(self, replies: Sequence[Mapping[str, Any]]) -> list[Any]:
+    def _values(self, replies: Sequence[p.Outcome]) -> list[Any]:
+        """Every rank's reply, or the first rank's skip, failure or error raised."""
         for rank, reply in enumerate(replies):
             where = f" (rank {rank})" if len(replies) > 1 else ""
-            if "skip" in reply:
-                raise CaseSkipped(reply["skip"])
-            if "fail" in reply:
-                raise CaseFailed(reply["fail"] + where)
-            if "error" in reply:
-                frames = implementation_frames(reply.get("traceback", ""))
-                raise CaseError(f"{reply['error']}{where}" + (f"\n{frames}" if frames else ""))
-        return [r["ok"] for r in replies]
+            if isinstance(reply, p.Skipped):
+                raise CaseSkipped(reply.why)
+            if isinstance(reply, p.Failed):
+                raise CaseFailed(reply.message + where)
+            if isinstance(reply, p.Raised):
+                frames = implementation_frames(reply.traceback)
+                raise CaseError(f"{reply.error}{where}" + (f"\n{frames}" if frames else ""))
+        return [r.value for r in replies if isinstance(r, p.Ok)]
 
     def open(self, spec: dict[str, Any]) -> int:
-        handles = self._values(self._call("open", spec))
-        return int(handles[0])
+        opened: list[p.Opened] = self._values(self._call(p.Open(spec)))
+        return opened[0].handle
 
-    def case(self, handle: int, method: str, *args: Any, timeout: float | None = None,
-             ) -> list[Any]:
-        """The command's value on every rank (one entry for a single-device case)."""
-        return self._values(self._call("case", (handle, method, args), timeout,
-                                       label=f"case {method}"))
+    def case(self, handle: int, command: p.CaseCommand[R], timeout: float | None = None,
+             ) -> list[R]:
+        """The command's reply on every rank (one entry for a single-device case)."""
+        return self._values(self._call(p.OnCase(handle, command), timeout,
+                                       label=f"case {command.name}"))
 
     def close_case(self, handle: int) -> None:
         if self.pool is not None:
-            self._call("close", handle)
+            self._call(p.Close(handle))
 
     def peak(self, dtype: str) -> float | None:
-        return self._call("peak", dtype)[0]  # type: ignore[no-any-return]
+        found: list[p.PeakFound] = self._call(p.Peak(dtype))
+        return found[0].gflops
 
     def pause(self) -> None:
         if self.pool is not None:

@@ -20,6 +20,19 @@ from typing import Any
 import numpy as np
 
 from pytest_mlbench.engine import allocator, runners
+from pytest_mlbench.engine.protocol import (
+    Evaluation,
+    Fetched,
+    Finished,
+    Gradient,
+    Heap,
+    Output,
+    PeakMemory,
+    RoundsRan,
+    Seconds,
+    Started,
+    Stepped,
+)
 from pytest_mlbench.precision import POLICIES, dtype_name
 from pytest_mlbench.workloads import catalogue, data
 from pytest_mlbench.workloads.case import Case, CaseId
@@ -96,12 +109,12 @@ class CaseServer:
 
     # -- commands ---------------------------------------------------------------------------
 
-    def start(self) -> dict[str, Any]:
+    def start(self) -> Started:
         runner = self.runner
         hyper = runner.hyperparameters() if isinstance(runner, runners.TrainRunner) else None
         census = self.adapter.census(runner.impl)
-        return {"digest": self.digest, "snapshot": runner.snapshot(), "census": census,
-                "hyperparameters": hyper, "compiles": dict(self.compiles)}
+        return Started(digest=self.digest, snapshot=runner.snapshot(), census=census,
+                       hyperparameters=hyper, compiles=dict(self.compiles))
 
     def probes(self, keys: list[int]) -> list[Any]:
         """Framework arrays of the probes with these keys (untimed preparation). Key 0 is the
@@ -140,14 +153,19 @@ class CaseServer:
         return data.probe(i.workload, i.shape, i.task, self.spec["seed"], key, self.policy,
                           self.params64, self.outputs_shape)
 
-    def evaluate(self, index: int = 0) -> Any:
+    def evaluate(self, index: int = 0) -> Evaluation:
+        """Training: loss and gradient where the parameters are; other kinds: the result
+        for probe ``index``."""
         with self.phase("check"), self._where():
             probe = self.probes([index])[0]
             if self.id.task.kind == "train":
                 self.case.feed(probe)
-            return self.runner.evaluate(probe)
+            found = self.runner.evaluate(probe)
+        if self.id.task.kind == "train":
+            return Gradient(loss=found["loss"], grads=found["grads"])
+        return Output(found)
 
-    def steps(self, n: int) -> dict[str, Any]:
+    def steps(self, n: int) -> Stepped:
         """``n`` checked training steps, each synchronised and timed on its own."""
         losses, times = [], []
         with self.phase("check"), self._where():
@@ -158,10 +176,10 @@ class CaseServer:
                 times.append(seconds)
             dtypes = {k: dtype_name(v) for k, v in self.runner.impl.params().items()}
             snap = self.runner.snapshot(tail)
-        return {"losses": losses, "times": times, "snapshot": snap, "dtypes": dtypes}
+        return Stepped(losses=losses, times=times, snapshot=snap, dtypes=dtypes)
 
     def round(self, rounds: int, calls: int, keys: list[list[int]] | None = None,
-              follows: bool = False) -> dict[str, Any]:
+              follows: bool = False) -> RoundsRan:
         """``rounds`` timed rounds of ``calls`` calls, every one read alike: its results,
         made NumPy inside its clock, are kept here until the next ``round`` command (the
         last one longer: it is where the next command's first round started) and a digest of
@@ -177,7 +195,11 @@ class CaseServer:
         first one included). Warm-up rounds count as timing too: what was checked is what
         runs from here on, so nothing may compile (or recompile) any more."""
         began = runners.time.perf_counter()
-        seconds, digests, serials, faults, steps = [], [], [], [], []
+        seconds: list[float] = []
+        digests: list[Any] = []
+        serials: list[int] = []
+        faults: list[int] = []
+        steps: list[int] = []
         # on the same clock: the harness's own work between rounds, and what the round's
         # readings leave out of the readings around them (nothing, on one honest clock)
         between, outside, ended = 0.0, 0.0, None
@@ -208,10 +230,10 @@ class CaseServer:
         # page faults of each round (memory the OS mapped in while the clock ran), read
         # outside the clock: a step that pays the allocator every time shows it. ``span``:
         # the whole command on the same clock, which the parent compares with its own
-        return {"seconds": seconds, "serials": serials, "digests": digests, "faults": faults,
-                "steps": steps, "pretouched": again,
-                "span": runners.time.perf_counter() - began, "between": between,
-                "outside": outside}
+        return RoundsRan(seconds=seconds, serials=serials, digests=digests, faults=faults,
+                         steps=steps, pretouched=again,
+                         span=runners.time.perf_counter() - began, between=between,
+                         outside=outside)
 
     def _result(self, outs: list[Any], tail: Any) -> Any:
         """What a round produced, as the audit reads it: training, the parameters and state
@@ -221,7 +243,7 @@ class CaseServer:
             return {**self.runner.snapshot(tail), "steps": self.runner.calls}
         return list(outs)
 
-    def fetch(self, wanted: list[tuple[int, int | None]]) -> list[Any]:
+    def fetch(self, wanted: list[tuple[int, int | None]]) -> Fetched:
         """Kept results of rounds, each named by how many rounds it is behind the latest (0:
         the latest): a training round's whole result, or one call's output (``call``), as
         they were when the round's digest was sent."""
@@ -233,7 +255,7 @@ class CaseServer:
                                      f"latest is no longer kept in the worker")
             result = self.stash[serial]
             found.append(result if call is None else result[call])
-        return found
+        return Fetched(found)
 
     @contextlib.contextmanager
     def _where(self) -> Any:
@@ -254,42 +276,46 @@ class CaseServer:
 
         return combined
 
-    def finish(self, evaluate: bool = True) -> dict[str, Any]:
+    def finish(self, evaluate: bool = True) -> Finished:
         """After timing: compilations per phase, traces of the compiled functions, whether
         the precision policy still holds, dtypes, the census, and (training, when
         ``evaluate``) loss and gradient where training has taken the parameters."""
-        out: dict[str, Any] = {"traces": self.case.traces(), "compiles": dict(self.compiles),
-                               "backend_compiles": dict(self.backend),
-                               "compile_s": self._compile_seconds()}
+        traces, compiles = self.case.traces(), dict(self.compiles)
+        backend, compile_s = dict(self.backend), self._compile_seconds()
+        policy: str | None = None
         try:
             self.adapter.verify_policy(self.policy)
-            out["policy"] = None
         except AssertionError as exc:
-            out["policy"] = str(exc)
-        out["census"] = self.adapter.census(self.runner.impl)
-        out["dtypes"] = {k: dtype_name(v) for k, v in self.runner.impl.params().items()}
+            policy = str(exc)
+        census = self.adapter.census(self.runner.impl)
+        dtypes = {k: dtype_name(v) for k, v in self.runner.impl.params().items()}
+        snapshot, trained = None, None
         if self.id.task.kind == "train" and evaluate:
-            out["snapshot"] = self.runner.snapshot()
-            out["trained"] = self.evaluate()
-        return out
+            snapshot = self.runner.snapshot()
+            found = self.evaluate()
+            assert isinstance(found, Gradient)
+            trained = found
+        return Finished(traces=traces, compiles=compiles, backend_compiles=backend,
+                        compile_s=compile_s, policy=policy, census=census, dtypes=dtypes,
+                        snapshot=snapshot, trained=trained)
 
-    def pretouch(self) -> dict[str, Any]:
+    def pretouch(self) -> Heap:
         """Fault the heap in, with headroom, before the timed rounds (allocator.py)."""
-        return allocator.pretouch()
+        return Heap(allocator.pretouch())
 
-    def compiled_seconds(self) -> float:
-        return self._compile_seconds()
+    def compiled_seconds(self) -> Seconds:
+        return Seconds(self._compile_seconds())
 
     def _compile_seconds(self) -> float:
         """First calls of the compiled functions: tracing, compilation, one dispatch."""
         return sum(c.first_call_s or 0.0 for c in self.case.compiled if c.variant != "eager")
 
-    def peak_memory(self) -> Any:
+    def peak_memory(self) -> PeakMemory:
         probe = getattr(self.adapter, "peak_memory", None)
         if probe is None:
-            return None
-        return probe(lambda: runners.timed_round(self.runner, self.probes([0]),
-                                                 contextlib.nullcontext))
+            return PeakMemory(None)
+        return PeakMemory(probe(lambda: runners.timed_round(self.runner, self.probes([0]),
+                                                            contextlib.nullcontext)))
 
 
 def result_digest(result: Any) -> Any:

@@ -14,7 +14,7 @@ process). A pass alternates two kinds of phase, comparison group by comparison g
 
 The first pass is the full one (measuring/case_run.py): every check, the cold compile time (the
 compile caches start empty), the first call and the peak memory. Later passes load torch's
-and numba's kernels from those caches (XLA compiles in every process: engine/workers.
+and numba's kernels from those caches (XLA compiles in every process: engine/pools.
 compile_caches) and repeat only the checks a fresh process needs; every pass's
 timed rounds are audited.
 
@@ -25,9 +25,11 @@ cycle), and pass i of the base pairs with pass i of the head.
 A session that times nothing (``--benchmark-disable``) has one untimed phase: every case is
 built, checked, run once (audited) and checked again, one job per core at once.
 
-The campaign drives; others do the parts: the workers' pools (engine/workers.Pools), the timed
-phase's layout (measuring/schedule.py), a case's collected results and its record (measuring/outcome.py), the
-progress lines (measuring/progress.py).
+The campaign drives; others do the parts: the workers' pools (engine/pools.Pools), a case in
+one pass (measuring/case_run.py, which hands back what the pass found as one PassFacts), the
+timed phase's layout (measuring/schedule.py), a case's collected results and its record
+(measuring/outcome.py: CaseState.add takes a pass's facts), the progress lines
+(measuring/progress.py). What it is asked to do is a Plan and its Lanes (measuring/plan.py).
 """
 
 from __future__ import annotations
@@ -37,7 +39,6 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from functools import partial
 
 from pytest_mlbench import threads as threading_
@@ -54,42 +55,19 @@ from pytest_mlbench.engine.pools import (
     FrameworkPool,
     PoolKey,
     Pools,
-    Side,
 )
 from pytest_mlbench.errors import Unavailable, Unsupported
 from pytest_mlbench.measuring import schedule
 from pytest_mlbench.measuring.case_run import TURN_WARMUP, CaseRun
 from pytest_mlbench.measuring.hostspeed import HostProbe
 from pytest_mlbench.measuring.outcome import CaseState, Outcome, key_of, outcome_of
+from pytest_mlbench.measuring.plan import Lane, Plan, Side
 from pytest_mlbench.measuring.progress import Progress
 from pytest_mlbench.measuring.untimed_jobs import Job, UntimedJobs
 from pytest_mlbench.precision import POLICIES
 from pytest_mlbench.workloads import data
-from pytest_mlbench.workloads.case import CaseId
-from pytest_mlbench.workloads.catalogue import Catalogue
 
-
-@dataclass(frozen=True)
-class Plan:
-    """How the campaign measures."""
-
-    timing: bool  # False: --benchmark-disable (check everything, time nothing)
-    processes: int
-    threads: int
-    affinity: str
-    seed: int
-    size: str
-    max_time: float  # seconds of timed rounds per case, over all passes
-    min_rounds: int  # recorded rounds per case, over all passes
-
-
-@dataclass(frozen=True)
-class Lane:
-    """One side's cases: this revision's (the default side) or, for A/B, the base's."""
-
-    side: Side
-    catalogue: Catalogue
-    cases: tuple[CaseId, ...]
+__all__ = ["Campaign", "Lane", "Plan"]
 
 
 class Campaign:
@@ -341,15 +319,9 @@ class Campaign:
             spec = cid.spec(state.lane.side.root or str(state.lane.catalogue.root),
                             self.plan.size, self.plan.seed)
             run = CaseRun(ctx, pool, spec, cid.shape.steps_per_call, full=p == 0,
-                          data_secret=self.data_secret(p))
-            state.environment.setdefault("workers", [dict(i) for i in pool.info])
+                          timed=self.plan.timing, data_secret=self.data_secret(p))
             run.prepare(self.plan.threads, self.plan.affinity == "pin",
                         pretouch=self.plan.timing)
-            state.environment.setdefault("pinned", []).append(run.pinned)
-            if run.heap:
-                state.environment.setdefault("heap", []).append(run.heap)
-            if p == 0:
-                state.first_call_s = run.checked_step_s[0] if run.checked_step_s else None
             return run
         except BaseException as exc:  # noqa: BLE001 - each kind of failure is recorded below
             self._fail(state, exc, run.pool if run else self.pools.get(key))
@@ -367,22 +339,7 @@ class Campaign:
     def _finish(self, run: CaseRun, p: int) -> None:
         state = self._state(run)
         try:
-            facts = run.finish()
-            if p == 0:
-                state.compile_s = run.compile_s
-                state.environment["peak_memory"] = facts["peak_memory"]
-            if run.seconds and self.plan.timing:
-                state.passes.append(list(run.seconds))
-                steps = len(run.faults) * run.calls
-                state.faults.append(sum(run.faults) / steps if steps else 0.0)
-            state.checks.setdefault("audited_rounds", []).append(facts["audited_rounds"])
-            state.checks.setdefault("uncounted_rounds", []).append(facts["uncounted_rounds"])
-            state.checks.setdefault("audit_secrets", []).append(facts["audit_secret"])
-            state.checks.setdefault("data_secrets", []).append(facts["data_secret"])
-            state.checks.setdefault("clocks", []).append(facts["clock"])
-            state.checks["compiles"] = facts["compiles"]
-            state.checks["census"] = facts["census"]
-            state.checks["arithmetic"] = dict(run.ctx.arithmetic)  # verify.check_arithmetic
+            state.add(run.finish())
         except BaseException as exc:  # noqa: BLE001
             self._fail(state, exc, run.pool)
         finally:
@@ -472,10 +429,6 @@ class Campaign:
         if alone:
             self._activate(run.pool)
         try:
-            run.turn(count, discard)
+            run.turn(count, discard, cycle)
         except BaseException as exc:  # noqa: BLE001
             self._fail(state, exc, run.pool)
-            return
-        if len(state.cycles) <= len(state.passes):
-            state.cycles.append([])
-        state.cycles[len(state.passes)] += [cycle] * count

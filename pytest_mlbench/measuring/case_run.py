@@ -7,15 +7,19 @@ themselves are in checking/phases.py (checking/audit.py while timed), the refere
 Every pass runs the same checks before timing, in a fresh process, against references the
 first pass computed (they are cached): every framework traces and compiles the same
 functions in the same order in every process (torch and numba load from the session's
-compile caches what the first pass compiled; XLA compiles afresh: engine/workers.
+compile caches what the first pass compiled; XLA compiles afresh: engine/pools.
 compile_caches). Every pass's timed rounds are audited: every round's results are made
 NumPy inside its clock and kept in the worker, a digest of each sent back with the turn;
 which rounds are judged is drawn from a secret only this process holds (CaseRun.secret),
 and they are fetched after their turn and checked against the digests. Inference and
-transform probes are keyed by secrets sent as each turn starts. The parent times every turn
-on its own clock and judges the worker's account of it (audit.assert_clocks_agree).
+transform probes, and training steps' batches, are keyed by secrets sent with each round
+(a turn is one Round command a round). The parent times every turn on its own clock and
+judges the worker's account of it (audit.assert_clocks_agree).
 The first pass also measures the peak memory and checks loss and gradient where training
 took the parameters; later passes skip those two, which only repeat the first pass's.
+
+The worker is spoken to in engine/protocol.py's commands, its replies read as their types;
+what a pass found of its case goes back to the campaign as one value, ``PassFacts``.
 """
 
 from __future__ import annotations
@@ -23,19 +27,63 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
 from pytest_mlbench.checking import audit, phases
 from pytest_mlbench.checking.asserts import assert_identical, assert_threads
+from pytest_mlbench.engine import protocol as p
 from pytest_mlbench.engine.pools import FrameworkPool
 from pytest_mlbench.workloads import data
 
 WARMUP = 0  # round 0 is a warm-up: it runs like every other round and is never recorded
 TURN_WARMUP = 1  # rounds each timed turn runs first and drops (the worker was just resumed)
 CALL_MIN_S = 120.0  # a timed turn's timeout is 20 times what it should take, at least this
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class RecordedRound:
+    """One recorded timed round: its seconds (the slowest rank's), the cycle of the pass's
+    timed phase it ran in, its page faults (the most of any rank)."""
+
+    seconds: float
+    cycle: int
+    faults: int
+
+
+@dataclass(frozen=True)
+class PassTiming:
+    """A pass's recorded rounds, and the page faults per timed step over them."""
+
+    rounds: tuple[RecordedRound, ...]
+    faults_per_step: float
+
+
+@dataclass(frozen=True)
+class PassFacts:
+    """What one pass found of its case, handed to the case's state in one call
+    (outcome.CaseState.add). ``full``: the first pass, which alone says compile time, first
+    call and peak memory."""
+
+    full: bool
+    workers: tuple[dict[str, Any], ...]  # each rank's WorkerInfo, as the record keeps it
+    pinned: dict[str, Any]  # the threads the worker pinned
+    heap: dict[str, Any]  # the pre-touch and its repeats ({} for none)
+    timing: PassTiming | None  # None: nothing was timed (or nothing recorded)
+    audited_rounds: tuple[int, ...]
+    uncounted_rounds: tuple[int, ...]  # audited rounds whose step count could not be read
+    audit_secret: int
+    data_secret: int  # training: the pass's, which drew every timed step's batch
+    clock: dict[str, float]  # the parent's clock beside the worker's (audit.assert_clocks_agree)
+    compiles: dict[str, int]
+    census: Any
+    arithmetic: dict[str, dict[str, Any]]  # phases.check_arithmetic's findings
+    compile_s: float | None = None
+    first_call_s: float | None = None
+    peak_memory: tuple[int, str] | None = None
 
 
 @dataclass
@@ -50,12 +98,13 @@ class CaseRun:
     checked_step_s: list[float] = field(default_factory=list)
     compile_s: float | None = None
     kept: dict[int, Any] = field(default_factory=dict)
-    seconds: list[float] = field(default_factory=list)
+    recorded: list[RecordedRound] = field(default_factory=list)
     rounds_done: int = 0
     pinned: dict[str, Any] = field(default_factory=dict)
-    faults: list[int] = field(default_factory=list)  # page faults of each recorded round
     heap: dict[str, Any] = field(default_factory=dict)  # the pre-touch (allocator.pretouch)
     full: bool = True  # the first pass: peak memory and the re-check after training too
+    timed: bool = True  # a timed session (False: its rounds are checked, never recorded)
+    workers: tuple[dict[str, Any], ...] = ()  # each rank's WorkerInfo as the case opened
     # the parent's secret for this case in this pass: which rounds it audits, which call of
     # an audited round, every timed call's probe key. Never sent to the worker; recorded
     # after the run (``finish``) so the run's audits can be judged again
@@ -78,9 +127,29 @@ class CaseRun:
     def train(self) -> bool:
         return self.ctx.cid.task.kind == "train"
 
-    def _call(self, method: str, *args: Any) -> Any:
+    @property
+    def seconds(self) -> list[float]:
+        """Every recorded round's seconds, in order."""
+        return [r.seconds for r in self.recorded]
+
+    def _ask(self, command: p.CaseCommand[R]) -> R:
+        """The command's reply, agreed by every rank."""
         assert self.handle is not None
-        return agree(self.pool.case(self.handle, method, *args), self.ctx.where)
+        return agree(self.pool.case(self.handle, command), self.ctx.where)
+
+    def _gradient(self) -> p.Gradient:
+        found = self._ask(p.Evaluate(0))
+        if not isinstance(found, p.Gradient):
+            raise AssertionError(f"{self.ctx.where}: the worker evaluated a training step "
+                                 f"into {type(found).__name__}, not a loss and gradient")
+        return found
+
+    def _output(self) -> Any:
+        found = self._ask(p.Evaluate(0))
+        if not isinstance(found, p.Output):
+            raise AssertionError(f"{self.ctx.where}: the worker evaluated a "
+                                 f"{self.ctx.cid.task.kind} call into {type(found).__name__}")
+        return found.value
 
     # -- before timing ----------------------------------------------------------------------
 
@@ -88,27 +157,30 @@ class CaseRun:
         """Build in the worker, then every check that comes before timing; ``pretouch``
         (a timed session): then the worker's heap is faulted in (engine/allocator.py)."""
         self.handle = self.pool.open(self.spec)
+        self.workers = tuple(info.as_record() for info in self.pool.info)
         for info in self.pool.info:
-            assert_threads(info["threads"], self.expected_threads(), where=self.ctx.where)
-        phases.check_start(self.ctx, self._call("start"))
+            assert_threads(info.threads, self.expected_threads(), where=self.ctx.where)
+        phases.check_start(self.ctx, self._ask(p.Start()))
         if self.train:
             self._prepare_train()
         else:
-            phases.check_output(self.ctx, self._call("evaluate", 0), 0, "for the first probe")
+            phases.check_output(self.ctx, self._output(), 0, "for the first probe")
         # two warm-up rounds (never recorded): the faster says what a round costs; the
         # state the second leaves is where timed round 1 starts
         times = []
-        # "learn" (when pinning) also finds the threads that worked and pins them
-        for first in ((("learn", True),) if pin else (("round",),)) + (("round",),):
+        for warm_up in range(2):
             keys = self._keys(1)
-            warm = self._call(*first, 1, self.calls, keys)
-            times.append(float(warm["seconds"][0]))
+            command: p.CaseCommand[p.RoundsRan] = p.Round(1, self.calls, keys)
+            if pin and warm_up == 0:  # also finds the threads that worked and pins them
+                command = p.Learn(p.Round(1, self.calls, keys), pin=True)
+            warm = self._ask(command)
+            times.append(float(warm.seconds[0]))
             self._ran([WARMUP], warm, keys)
         self.round_s = min(times)
         if pretouch:
-            self.heap = self._call("pretouch")
-        self.compile_s = float(self._call("compiled_seconds"))
-        self.pinned = self.pool.pool.call("info")[0]["pinned"] if self.pool.pool else {}
+            self.heap = self._ask(p.Pretouch()).facts
+        self.compile_s = float(self._ask(p.CompiledSeconds()).value)
+        self.pinned = self.pool.worker_info()[0].pinned if self.pool.pool else {}
 
     def expected_threads(self) -> int:
         """Threads each worker of this case's pool must have (FrameworkPool's rule)."""
@@ -119,13 +191,13 @@ class CaseRun:
 
     def _prepare_train(self) -> None:
         ctx = self.ctx
-        phases.check_gradient(ctx, self._call("evaluate", 0))
-        first = self._call("steps", 1)
+        phases.check_gradient(ctx, self._gradient())
+        first = self._ask(p.Steps(1))
         steps = ctx.cid.workload.check_steps
-        rest = self._call("steps", steps - 1) if steps > 1 else None
+        rest = self._ask(p.Steps(steps - 1)) if steps > 1 else None
         phases.check_steps(ctx, first, rest)
         self.steps_sent = steps
-        self.checked_step_s = list(first["times"]) + list(rest["times"] if rest else [])
+        self.checked_step_s = list(first.times) + list(rest.times if rest else [])
 
     def _audit_call(self, round_no: int) -> int | None:
         """Training audits the state a round leaves; other kinds one call's output, chosen
@@ -157,15 +229,15 @@ class CaseRun:
             found.append([int(k) for k in rng.integers(1, 2**62, self.calls)])
         return found
 
-    def _ran(self, numbers: Sequence[int], reply: Mapping[str, Any],
+    def _ran(self, numbers: Sequence[int], reply: p.RoundsRan,
              keys: list[list[int]] | None) -> None:
         """What the worker said of rounds ``numbers``: its serial for each, their digests."""
         for i, r in enumerate(numbers):
-            self.serial_of[r] = reply["serials"][i]
-            self.digests[r] = reply["digests"][i]
+            self.serial_of[r] = reply.serials[i]
+            self.digests[r] = reply.digests[i]
             if keys is not None:
                 self.keys[r] = keys[i]
-        steps = reply.get("steps") or []
+        steps = reply.steps
         if self.train and steps and int(steps[-1]) != self.steps_sent:
             raise AssertionError(
                 f"{self.ctx.where}: the worker has made {steps[-1]} training step(s) where "
@@ -174,13 +246,14 @@ class CaseRun:
 
     # -- timed ------------------------------------------------------------------------------
 
-    def turn(self, rounds: int, discard: int = TURN_WARMUP) -> list[float]:
+    def turn(self, rounds: int, discard: int = TURN_WARMUP, cycle: int = 0) -> list[float]:
         """The next ``rounds`` recorded rounds after ``discard`` more run first and dropped
         (the first round after the worker resumes from SIGSTOP pays for cold caches and the
-        other workers' traces); returns the recorded seconds (the slowest rank's). Discarded
-        rounds are numbered, run and may be audited like any other. One command a round,
-        each with its own probe keys (``_round``): the worker learns a round's probes only
-        as that round starts."""
+        other workers' traces), in ``cycle`` of the pass's timed phase; returns the recorded
+        seconds (the slowest rank's). Discarded rounds are numbered, run and may be audited
+        like any other. One Round command a round, each with its own keys (``follows`` set
+        on all but the first): the worker learns a round's probes or batches only as that
+        round starts."""
         first = self.rounds_done + 1
         total = rounds + discard
         numbers = list(range(first, first + total))
@@ -191,36 +264,35 @@ class CaseRun:
         for i, r in enumerate(numbers):
             keys = self._keys(1)
             began = time.perf_counter()  # the parent's own clock (audit.assert_clocks_agree)
-            reply = self.pool.case(self.handle, "round", 1, self.calls, keys, i > 0,
-                                   timeout=timeout)
+            part = self.pool.case(self.handle, p.Round(1, self.calls, keys, follows=i > 0),
+                                  timeout=timeout)
             took += time.perf_counter() - began
-            self._ran([r], reply[0], keys)
-            parts.append(reply)
+            self._ran([r], part[0], keys)
+            parts.append(part)
         reply = joined(parts)
-        seconds = [max(col) for col in zip(*(r["seconds"] for r in reply), strict=True)]
-        faults = [max(col) for col in zip(*(r.get("faults") or [0] * total for r in reply),
-                                          strict=True)]
+        seconds = [max(col) for col in zip(*(r.seconds for r in reply), strict=True)]
+        faults = [max(col) for col in zip(*(r.faults for r in reply), strict=True)]
         self._clocked(took, reply, seconds, commands=total)
         self._fetch(numbers)
-        self._pretouched_again([p for r in reply for p in r["pretouched"] if p])
-        self.seconds += seconds[discard:]
-        self.faults += faults[discard:]
+        self._pretouched_again([r.pretouched for r in reply if r.pretouched])
+        self.recorded += [RecordedRound(s, cycle, f)
+                          for s, f in zip(seconds[discard:], faults[discard:], strict=True)]
         self.rounds_done += total
         return seconds[discard:]
 
-    def _clocked(self, took: float, reply: Sequence[Mapping[str, Any]],
+    def _clocked(self, took: float, reply: Sequence[p.RoundsRan],
                  seconds: Sequence[float], commands: int = 1) -> None:
         """The turn on the parent's clock beside the worker's account of it (``commands``:
-        the round commands it took, each a message there and back)."""
+        the Round commands it took, each a message there and back)."""
         clock = self.clock
         clock["commands"] += commands
         clock["parent_s"] += took
-        clock["worker_s"] += max(float(r.get("span", took)) for r in reply)
+        clock["worker_s"] += max(float(r.span) for r in reply)
         clock["timed_s"] += float(sum(seconds))
         clock["turns"] += 1
         clock["rounds"] += len(seconds)
-        clock["between_s"] += max(float(r.get("between", 0.0)) for r in reply)
-        clock["outside_s"] += max(float(r.get("outside", 0.0)) for r in reply)
+        clock["between_s"] += max(float(r.between) for r in reply)
+        clock["outside_s"] += max(float(r.outside) for r in reply)
 
     def _fetch(self, numbers: Sequence[int]) -> None:
         """After every turn, the results of its audited rounds (training: and of the round
@@ -252,11 +324,11 @@ class CaseRun:
         latest = max(self.serial_of.values())
         order = sorted(wanted)
         ask = [(latest - self.serial_of[r], wanted[r]) for r in order]
-        replies = self.pool.case(self.handle, "fetch", ask)
-        by_round = [dict(zip(order, reply, strict=True)) for reply in replies]
+        replies = self.pool.case(self.handle, p.Fetch(ask))
+        by_round = [dict(zip(order, reply.results, strict=True)) for reply in replies]
         for r, found in by_round[0].items():
             self._check_digest(r, wanted[r], found)
-        return agree_kept([{"kept": k} for k in by_round], self.ctx.where)
+        return agree_kept(by_round, self.ctx.where)
 
     def _check_digest(self, r: int, call: int | None, found: Any) -> None:
         """``found`` is what the worker reported for round ``r`` when it ran."""
@@ -288,8 +360,8 @@ class CaseRun:
 
     # -- after timing -----------------------------------------------------------------------
 
-    def finish(self) -> dict[str, Any]:
-        """Audits, then the checks of what timing left behind; the facts for the record."""
+    def finish(self) -> PassFacts:
+        """Audits, then the checks of what timing left behind; what the pass found."""
         uncounted = []  # rounds whose count from the start could not be read (checking/audit.py)
         for r in sorted(self.audits):
             if r <= self.rounds_done:
@@ -302,16 +374,30 @@ class CaseRun:
                     uncounted.append(r)
         self._count_final(uncounted)
         audit.assert_clocks_agree(self.clock, where=self.ctx.where)
-        memory = self._call("peak_memory") if self.full else None
-        done = self._call("finish", self.full)
+        memory = self._ask(p.MeasurePeakMemory()).found if self.full else None
+        done = self._ask(p.Finish(self.full))
         phases.check_finish(self.ctx, done)
-        self.compile_s = done["compile_s"]
-        return {"compiles": done["compiles"], "census": done["census"],
-                "audited_rounds": sorted(r for r in self.audits if r <= self.rounds_done),
-                "uncounted_rounds": uncounted,
-                "audit_secret": self.secret, "data_secret": self.data_secret,
-                "clock": dict(self.clock),
-                "peak_memory": memory}
+        self.compile_s = done.compile_s
+        return PassFacts(
+            full=self.full, workers=self.workers, pinned=self.pinned, heap=self.heap,
+            timing=self._timing(),
+            audited_rounds=tuple(sorted(r for r in self.audits if r <= self.rounds_done)),
+            uncounted_rounds=tuple(uncounted), audit_secret=self.secret,
+            data_secret=self.data_secret,
+            clock=dict(self.clock), compiles=done.compiles, census=done.census,
+            arithmetic=dict(self.ctx.arithmetic),
+            compile_s=self.compile_s if self.full else None,
+            first_call_s=(self.checked_step_s[0] if self.checked_step_s else None)
+            if self.full else None,
+            peak_memory=memory)
+
+    def _timing(self) -> PassTiming | None:
+        """The pass's recorded rounds, in a timed session that recorded any."""
+        if not (self.timed and self.recorded):
+            return None
+        steps = len(self.recorded) * self.calls
+        faults = sum(r.faults for r in self.recorded)
+        return PassTiming(tuple(self.recorded), faults / steps if steps else 0.0)
 
     def _round_work(self, r: int, call: int | None, digest_s: float) -> None:
         """What the harness's own work between two rounds costs, as this process does it:
@@ -348,55 +434,68 @@ class CaseRun:
                 self.handle = None
 
 
-def joined(parts: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
-    """A turn's round commands' replies (each a list, one per rank) as one reply per rank:
-    the rounds' lists end to end, the spans and gaps added, the pre-touches listed."""
+def joined(parts: Sequence[Sequence[p.RoundsRan]]) -> list[p.RoundsRan]:
+    """A turn's Round commands' replies (each a list, one per rank) as one reply per rank:
+    the rounds' lists end to end, the spans and gaps added; the pre-touch check is the first
+    command's (a Round that ``follows`` does not re-pre-touch)."""
     ranks = []
     for rank in range(len(parts[0])):
         mine = [part[rank] for part in parts]
-        out: dict[str, Any] = {key: [v for m in mine for v in (m.get(key) or [])]
-                               for key in ("seconds", "serials", "digests", "faults", "steps")}
-        for key in ("span", "between", "outside"):
-            out[key] = sum(float(m.get(key, 0.0)) for m in mine)
-        out["pretouched"] = [m.get("pretouched") for m in mine]
-        ranks.append(out)
+        ranks.append(p.RoundsRan(
+            seconds=[v for m in mine for v in m.seconds],
+            serials=[v for m in mine for v in m.serials],
+            digests=[v for m in mine for v in m.digests],
+            faults=[v for m in mine for v in m.faults],
+            steps=[v for m in mine for v in m.steps],
+            pretouched=mine[0].pretouched,
+            span=sum(float(m.span) for m in mine),
+            between=sum(float(m.between) for m in mine),
+            outside=sum(float(m.outside) for m in mine)))
     return ranks
 
 
-def agree(values: Sequence[Any], where: str) -> Any:
-    """One value from a pool's ranks. Parameters, states and gradients must be identical on
+def agree(values: Sequence[R], where: str) -> R:
+    """One reply from a pool's ranks. Parameters, states and gradients must be identical on
     every rank (a broken reduction lets replicas drift); losses are each rank's shard mean,
     averaged (equal shards: the global mean); times are the slowest rank's."""
     first = values[0]
-    if len(values) == 1 or not isinstance(first, Mapping):
+    if len(values) == 1:
         return first
     for rank, other in enumerate(values[1:], start=1):
         _same(first, other, f"{where} rank {rank} vs rank 0")
-    out = dict(first)
-    if "losses" in first:
-        out["losses"] = list(np.mean([v["losses"] for v in values], axis=0))
-        out["times"] = list(np.max([v["times"] for v in values], axis=0))
-    if "loss" in first:
-        out["loss"] = np.mean([v["loss"] for v in values])
-    if isinstance(first.get("trained"), Mapping):
-        out["trained"] = agree([v["trained"] for v in values], f"{where} after timing")
-    return out
+    agreed: Any = first
+    if isinstance(first, p.Stepped):
+        steps = cast(Sequence[p.Stepped], values)
+        agreed = replace(first, losses=list(np.mean([v.losses for v in steps], axis=0)),
+                         times=list(np.max([v.times for v in steps], axis=0)))
+    elif isinstance(first, p.Gradient):
+        grads = cast(Sequence[p.Gradient], values)
+        agreed = replace(first, loss=np.mean([v.loss for v in grads]))
+    elif isinstance(first, p.Finished) and first.trained is not None:
+        done = cast(Sequence[p.Finished], values)
+        agreed = replace(first, trained=agree([v.trained for v in done],
+                                              f"{where} after timing"))
+    return cast(R, agreed)
 
 
-def _same(a: Mapping[str, Any], b: Mapping[str, Any], where: str) -> None:
-    for key in ("snapshot", "grads"):
-        if key in a:
-            x, y = a[key], b[key]
-            if key == "snapshot":
-                assert_identical(y["params"], x["params"], where=f"{where} params")
-            else:
-                assert_identical(y, x, where=f"{where} gradients")
+def _same(a: object, b: object, where: str) -> None:
+    """Rank ``b``'s parameters (and gradients) are rank ``a``'s, bit for bit."""
+    mine, theirs = _snapshot(a), _snapshot(b)
+    if mine is not None and theirs is not None:
+        assert_identical(theirs["params"], mine["params"], where=f"{where} params")
+    if isinstance(a, p.Gradient) and isinstance(b, p.Gradient):
+        assert_identical(b.grads, a.grads, where=f"{where} gradients")
 
 
-def agree_kept(replies: Sequence[Mapping[str, Any]], where: str) -> dict[int, Any]:
-    kept = dict(replies[0]["kept"])
+def _snapshot(reply: object) -> p.Snapshot | None:
+    return reply.snapshot if isinstance(reply, p.Started | p.Stepped | p.Finished) else None
+
+
+def agree_kept(replies: Sequence[Mapping[int, Any]], where: str) -> dict[int, Any]:
+    """Each rank's kept results of the same rounds; training states identical on every rank."""
+    kept = dict(replies[0])
     for rank, reply in enumerate(replies[1:], start=1):
-        for r, snap in reply["kept"].items():
+        for r, snap in reply.items():
             if isinstance(snap, Mapping) and "params" in snap:
                 assert_identical(snap["params"], kept[r]["params"],
                                  where=f"{where} rank {rank} vs rank 0 after timed round {r}")

@@ -1,19 +1,21 @@
 """What a case collects over a campaign's passes, and what it comes to: an outcome, and for a
-case that ran, its one result record (storing/record.py), made here and nowhere else."""
+case that ran, its one result record (storing/record.py), made here and nowhere else.
+
+A pass hands what it found of a case over as one value (case_run.PassFacts), which the
+case's state takes in one call (``CaseState.add``): a new per-process fact is a field there,
+where CaseRun makes it, and where ``add`` or ``record_of`` reads it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pytest_mlbench.checking.asserts import assert_plausible
-from pytest_mlbench.engine.pools import Side
+from pytest_mlbench.measuring.case_run import PassFacts, PassTiming
+from pytest_mlbench.measuring.plan import Lane, Plan, Side
 from pytest_mlbench.precision import POLICIES
 from pytest_mlbench.storing.record import Identity, Measure, Record
 from pytest_mlbench.workloads.case import CaseId
-
-if TYPE_CHECKING:
-    from pytest_mlbench.measuring.campaign import Lane, Plan
 
 PLAUSIBLE_MARGIN = 0.25  # GFLOP/s above the session's measured peak by more than this fails
 
@@ -28,19 +30,42 @@ class Outcome:
 
 @dataclass
 class CaseState:
-    """What a case has collected over the passes."""
+    """What a case has collected over the passes (``add``), or why it stopped (``outcome``)."""
 
     cid: CaseId
     lane: Lane
-    passes: list[list[float]] = field(default_factory=list)
-    cycles: list[list[int]] = field(default_factory=list)
+    timed: list[PassTiming] = field(default_factory=list)  # the passes that timed rounds
     compile_s: float | None = None
     first_call_s: float | None = None
     checks: dict[str, Any] = field(default_factory=dict)
     environment: dict[str, Any] = field(default_factory=dict)
-    faults: list[float] = field(default_factory=list)  # page faults per timed step, per pass
     digest: str = ""
     outcome: Outcome | None = None  # set when it failed or skipped
+
+    def add(self, facts: PassFacts) -> None:
+        """What one pass found of the case: the record's environment and checks gather every
+        pass's; the first (full) pass alone says the compile time, the first call and the
+        peak memory."""
+        env = self.environment
+        env.setdefault("workers", [dict(w) for w in facts.workers])
+        env.setdefault("pinned", []).append(facts.pinned)
+        if facts.heap:
+            env.setdefault("heap", []).append(facts.heap)
+        if facts.full:
+            self.first_call_s = facts.first_call_s
+            self.compile_s = facts.compile_s
+            env["peak_memory"] = facts.peak_memory
+        if facts.timing is not None:
+            self.timed.append(facts.timing)
+        checks = self.checks
+        checks.setdefault("audited_rounds", []).append(list(facts.audited_rounds))
+        checks.setdefault("uncounted_rounds", []).append(list(facts.uncounted_rounds))
+        checks.setdefault("audit_secrets", []).append(facts.audit_secret)
+        checks.setdefault("data_secrets", []).append(facts.data_secret)
+        checks.setdefault("clocks", []).append(dict(facts.clock))
+        checks["compiles"] = facts.compiles
+        checks["census"] = facts.census
+        checks["arithmetic"] = dict(facts.arithmetic)  # phases.check_arithmetic
 
     @property
     def alive(self) -> bool:
@@ -69,7 +94,7 @@ def outcome_of(state: CaseState, plan: Plan, peaks: dict[str, float]) -> Outcome
                                    f"({state.cid.name})")
         except AssertionError as exc:
             return Outcome("failed", str(exc), record)
-    rounds = [t for p in state.passes for t in p]
+    rounds = [r.seconds for timing in state.timed for r in timing.rounds]
     return Outcome("passed", "", record, rounds)
 
 
@@ -82,16 +107,17 @@ def record_of(state: CaseState, plan: Plan, peaks: dict[str, float]) -> Record:
         dtype=POLICIES[cid.precision].dtype, workers=cid.workers,
         threads=plan.threads, data_sha256=state.digest, head=cid.head)
     measure = None
-    if state.passes:
+    if state.timed:
         measure = Measure(
-            cid.shape.steps_per_call, tuple(tuple(p) for p in state.passes),
-            tuple(tuple(c) for c in state.cycles[:len(state.passes)]),
+            cid.shape.steps_per_call,
+            tuple(tuple(r.seconds for r in t.rounds) for t in state.timed),
+            tuple(tuple(r.cycle for r in t.rounds) for t in state.timed),
             state.compile_s, state.first_call_s,
             cid.workload.flops(cid.task, cid.shape.dims),
             peaks.get(POLICIES[cid.precision].dtype),
-            tuple(state.faults[:len(state.passes)]))
+            tuple(t.faults_per_step for t in state.timed))
     env = dict(state.environment)
-    env.update({"affinity": plan.affinity, "processes": len(state.passes),
+    env.update({"affinity": plan.affinity, "processes": len(state.timed),
                 "seed": plan.seed, "size": plan.size})
     if state.lane.side.name:
         env["side"] = state.lane.side.name

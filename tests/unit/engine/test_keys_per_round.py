@@ -59,7 +59,7 @@ def test_a_round_command_holds_its_own_keys_only_so_nothing_is_answered_ahead() 
     serials = []
     for i, round_keys in enumerate(keys):
         reply = server.round(1, CALLS, [round_keys], i > 0)
-        serials += reply["serials"]
+        serials += reply.serials
     assert set(serials) <= set(server.stash)  # a turn's rounds stay kept for its fetch
     # every round after the turn's first counted on answers worked out ahead, found none
     assert wrong_calls(server, keys, serials) == CALLS * 3
@@ -74,16 +74,16 @@ def test_a_whole_turns_keys_in_one_command_would_let_it_answer_every_round_by_lo
     impl.ended = -1.0
     keys = turn_keys(4)
     reply = server.round(4, CALLS, keys)
-    assert wrong_calls(server, keys, reply["serials"]) == 0
+    assert wrong_calls(server, keys, reply.serials) == 0
     assert impl.looked_up == CALLS * 4
 
 
 def test_a_round_that_starts_a_turn_keeps_only_the_latest_round_of_the_one_before() -> None:
     server, _ = server_of()
-    first = server.round(1, CALLS, turn_keys(1))["serials"]
-    second = server.round(1, CALLS, turn_keys(1, 2000), True)["serials"]
+    first = server.round(1, CALLS, turn_keys(1)).serials
+    second = server.round(1, CALLS, turn_keys(1, 2000), True).serials
     assert set(server.stash) == {*first, *second}
-    third = server.round(1, CALLS, turn_keys(1, 3000))["serials"]
+    third = server.round(1, CALLS, turn_keys(1, 3000)).serials
     assert set(server.stash) == {*second, *third}
 
 
@@ -95,7 +95,7 @@ def test_the_honest_features_answer_every_round_right_either_way(follows: bool) 
     keys = turn_keys(3)
     serials = []
     for i, round_keys in enumerate(keys):
-        serials += server.round(1, CALLS, [round_keys], follows and i > 0)["serials"]
+        serials += server.round(1, CALLS, [round_keys], follows and i > 0).serials
     kept = [s for s in serials if s in server.stash]
     assert wrong_calls(server, keys[-len(kept):], kept) == 0
 
@@ -130,7 +130,7 @@ def test_a_training_round_steps_on_the_batches_of_its_keys_and_checks_use_the_se
     np.testing.assert_allclose(found, lin_steps(server, start, keys), rtol=1e-5, atol=1e-6)
     assert not np.allclose(found, lin_steps(server, start, [0] * 4), rtol=1e-5, atol=1e-6)
     # loss and gradient are checked on the seeded data, whatever batch a step left
-    loss = float(server.evaluate(0)["loss"])
+    loss = float(server.evaluate(0).loss)
     x, y = server.inputs["x"], server.inputs["y"]
     r = x @ found - y
     assert loss == pytest.approx(0.5 * float(np.mean(r * r)), rel=1e-5)

@@ -247,6 +247,7 @@ def test_a_case_left_holding_a_pool_whose_worker_died_says_what_ended_it(
     BrokenPipeError), and every case still holding the pool after it is closed says what
     ended it (never ``assert None is not None``)."""
     from pytest_mlbench.engine.pools import FrameworkPool, PoolKey
+    from pytest_mlbench.engine.protocol import Round
 
     fp = FrameworkPool(PoolKey("numpy", 1), "", 1, "off", "")
     fp.pool = _pool(world=1)
@@ -259,7 +260,7 @@ def test_a_case_left_holding_a_pool_whose_worker_died_says_what_ended_it(
     fp.close()
     with pytest.raises(WorkerCrashed, match=r"the numpy worker this case was built in is gone: "
                                             r"worker 0 \(pid \d+\) exited with signal 9"):
-        fp.case(1, "round")
+        fp.case(1, Round(1, 1))
 
 
 def test_a_dead_oracle_worker_fails_one_call_and_is_replaced(no_leftovers: None) -> None:

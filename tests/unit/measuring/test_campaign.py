@@ -5,6 +5,7 @@ which pools a campaign starts with a pass, and which of them warm their compiler
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -14,6 +15,7 @@ import pytest
 
 from pytest_mlbench import frameworks
 from pytest_mlbench.checking.oracle_client import OracleService
+from pytest_mlbench.engine import protocol
 from pytest_mlbench.engine.pools import PoolKey, Side
 from pytest_mlbench.measuring import case_run as pipeline
 from pytest_mlbench.measuring import schedule
@@ -37,15 +39,14 @@ class FakePool:
         self.pretouched = list(pretouched)  # what each turn's pre-touch check did
         self.serial = 0
 
-    def case(self, handle: int, method: str, *args: Any, timeout: float | None = None,
-             ) -> list[dict[str, Any]]:
-        if method == "fetch":
-            self.fetched.append([self.serial - back for back, _ in args[0]])
-            return [[self.result() for _ in args[0]]]
-        assert method == "round"
-        total, follows = args[0], bool(args[3]) if len(args) > 3 else False
+    def case(self, handle: int, command: Any, timeout: float | None = None) -> list[Any]:
+        if isinstance(command, protocol.Fetch):
+            self.fetched.append([self.serial - back for back, _ in command.wanted])
+            return [protocol.Fetched([self.result() for _ in command.wanted])]
+        assert isinstance(command, protocol.Round)
+        total, follows = command.rounds, command.follows
         self.calls.append((self.serial + 1, total))
-        self.keys.append(args[2] if len(args) > 2 else None)
+        self.keys.append(command.keys)
         serials = list(range(self.serial + 1, self.serial + total + 1))
         if follows:
             self.turns[-1] += serials
@@ -55,8 +56,9 @@ class FakePool:
         seconds = [1.0 if follows else 10.0] + [1.0] * (total - 1)
         again = None if follows or not self.pretouched else self.pretouched.pop(0)
         digest = data.digest({}, {})
-        return [{"seconds": seconds, "serials": serials, "digests": [digest] * total,
-                 "span": sum(seconds), "pretouched": again}]
+        return [protocol.RoundsRan(seconds=seconds, serials=serials, digests=[digest] * total,
+                                   faults=[0] * total, steps=[], pretouched=again,  # no count
+                                   span=sum(seconds), between=0.0, outside=0.0)]
 
     @staticmethod
     def result() -> dict[str, Any]:
@@ -391,8 +393,8 @@ def test_a_worker_whose_step_count_differs_from_the_batches_sent_fails() -> None
     class Extra(FakePool):
         def case(self, *args: Any, **kwargs: Any) -> Any:
             found = super().case(*args, **kwargs)
-            if args[1] == "round":
-                found[0]["steps"] = [99]
+            if isinstance(args[1], protocol.Round):
+                found[0] = replace(found[0], steps=[99])
             return found
 
     run = case_run(Extra())

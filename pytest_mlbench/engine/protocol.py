@@ -1,0 +1,292 @@
+"""What the parent and a framework worker say to each other, as types.
+
+The parent (engine/pools.py) sends one command, the worker (engine/framework_worker.py)
+answers each with one reply; both are frozen dataclasses, pickled across the pipe. A command
+that concerns a case is wrapped in ``OnCase`` with the case's handle, and its result comes
+back wrapped in what became of it: ``Ok`` (the reply), ``Skipped``, ``Failed`` or
+``Raised``. Every case command names its reply's type (``CaseCommand[R]``), so
+``FrameworkPool.case(handle, Round(...))`` is a ``list[RoundReply]`` to mypy: a new fact a
+worker reports is one field here, where the worker makes it, and where the parent reads it.
+
+Replies hold NumPy arrays and plain Python values (dicts of arrays: parameters, optimizer
+state, gradients, as ``{"params": ..., "state": ...}`` snapshots), never a framework's own
+objects. The two sides of an A/B session must run the same protocol (launcher.PROTOCOL).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar, Generic, TypeVar
+
+Arrays = dict[str, Any]  # name -> NumPy array
+Snapshot = dict[str, Arrays]  # {"params": ..., "state": ...}, NumPy copies
+R = TypeVar("R")
+
+
+# -- replies --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Done:
+    """A command that reports nothing (ping, close)."""
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """The worker's framework threads and versions, the threads it pinned (none before its
+    first ``Learn``), and what its compiler's one-time start-up cost (None: not warmed up)."""
+
+    threads: dict[str, Any]  # each thread control the framework reports
+    versions: dict[str, str]
+    pinned: dict[str, Any]
+    compiler_start_s: float | None
+
+    def as_record(self) -> dict[str, Any]:
+        """The record's ``environment.workers`` entry."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Opened:
+    handle: int
+
+
+@dataclass(frozen=True)
+class PeakFound:
+    gflops: float | None  # the framework's best matmul at the dtype
+
+
+@dataclass(frozen=True)
+class Started:
+    """What the implementation starts from, before anything runs."""
+
+    digest: str  # of the seeded inputs and parameters it was built with
+    snapshot: Snapshot
+    census: Any  # the framework's count of trainable elements (adapter.census)
+    hyperparameters: dict[str, float] | None  # training with an optimizer that reports them
+    compiles: dict[str, int]  # per phase, so far (build)
+
+
+@dataclass(frozen=True)
+class Gradient:
+    """A training step's loss and gradient (``Evaluate``)."""
+
+    loss: Any  # a NumPy float64 scalar
+    grads: Arrays
+
+
+@dataclass(frozen=True)
+class Output:
+    """An inference or transform call's result (``Evaluate``)."""
+
+    value: Any
+
+
+Evaluation = Gradient | Output
+
+
+@dataclass(frozen=True)
+class Stepped:
+    """Checked training steps, each synchronised and timed on its own."""
+
+    losses: list[float]
+    times: list[float]
+    snapshot: Snapshot  # where the last step left the parameters and state
+    dtypes: dict[str, str]
+
+
+@dataclass(frozen=True)
+class RoundsRan:
+    """Timed rounds: per round its seconds, the worker's serial number, the digest of its
+    kept result, its page faults and the runner's step count after it; for the command, the
+    heap's re-pre-touch (None when nothing changed it) and the worker's own clock: the whole
+    command (``span``), the harness's work between rounds, what readings left out."""
+
+    seconds: list[float]
+    serials: list[int]
+    digests: list[Any]
+    faults: list[int]
+    steps: list[int]
+    pretouched: dict[str, Any] | None
+    span: float
+    between: float
+    outside: float
+
+
+@dataclass(frozen=True)
+class Fetched:
+    results: list[Any]  # what each asked-for round kept, in the order asked
+
+
+@dataclass(frozen=True)
+class Finished:
+    """What timing left behind."""
+
+    traces: Any  # of the compiled functions (Case.traces)
+    compiles: dict[str, int]  # the implementation's own compilations, per phase
+    backend_compiles: dict[str, int]  # every compilation of the framework's backend, per phase
+    compile_s: float
+    policy: str | None  # why the precision policy no longer holds (None: it holds)
+    census: Any
+    dtypes: dict[str, str]
+    snapshot: Snapshot | None = None  # training, when asked to evaluate
+    trained: Gradient | None = None  # loss and gradient where training took the parameters
+
+
+@dataclass(frozen=True)
+class Heap:
+    facts: dict[str, Any]  # the pre-touch (engine/allocator.pretouch), as the record keeps it
+
+
+@dataclass(frozen=True)
+class Seconds:
+    value: float
+
+
+@dataclass(frozen=True)
+class PeakMemory:
+    found: tuple[int, str] | None  # bytes and their scope (adapter.peak_memory)
+
+
+# what became of a command (a case's failure is data, the worker keeps serving)
+
+@dataclass(frozen=True)
+class Ok(Generic[R]):
+    value: R
+
+
+@dataclass(frozen=True)
+class Skipped:
+    why: str  # a device or dtype the framework lacks
+
+
+@dataclass(frozen=True)
+class Failed:
+    message: str  # a check inside the worker failed
+
+
+@dataclass(frozen=True)
+class Raised:
+    error: str  # the implementation raised: type and message
+    traceback: str
+
+
+Outcome = Ok[Any] | Skipped | Failed | Raised
+
+
+# -- commands -------------------------------------------------------------------------------
+
+class Command:
+    name: ClassVar[str]  # how errors name it ("did not answer 'peak'")
+
+
+@dataclass(frozen=True)
+class Ping(Command):
+    name: ClassVar[str] = "ping"
+
+
+@dataclass(frozen=True)
+class Info(Command):
+    name: ClassVar[str] = "info"
+
+
+@dataclass(frozen=True)
+class Open(Command):
+    spec: dict[str, Any]  # CaseId.spec: what the worker builds the case from
+    name: ClassVar[str] = "open"
+
+
+@dataclass(frozen=True)
+class Close(Command):
+    handle: int
+    name: ClassVar[str] = "close"
+
+
+@dataclass(frozen=True)
+class Peak(Command):
+    dtype: str
+    name: ClassVar[str] = "peak"
+
+
+class CaseCommand(Generic[R]):
+    """A command to one open case; ``R`` is its reply."""
+
+    name: ClassVar[str]
+
+
+@dataclass(frozen=True)
+class OnCase(Command):
+    handle: int
+    command: CaseCommand[Any]
+    name: ClassVar[str] = "case"
+
+
+@dataclass(frozen=True)
+class Start(CaseCommand[Started]):
+    name: ClassVar[str] = "start"
+
+
+@dataclass(frozen=True)
+class Evaluate(CaseCommand[Evaluation]):
+    index: int = 0  # the probe's key (0: the probe the checks before timing use)
+    name: ClassVar[str] = "evaluate"
+
+
+@dataclass(frozen=True)
+class Steps(CaseCommand[Stepped]):
+    n: int
+    name: ClassVar[str] = "steps"
+
+
+@dataclass(frozen=True)
+class Round(CaseCommand[RoundsRan]):
+    """``rounds`` timed rounds of ``calls`` calls; ``keys``: each call's key, per round: the
+    probe's (inference, transforms) or the step's batch's (training: data.step_key), secrets
+    sent with the round they are for. A timed turn is one Round a round: ``follows`` says
+    this one continues the previous Round's turn (the results that turn kept stay kept, and
+    the heap is not re-pre-touched), so the worker learns round r's keys only as round r
+    starts."""
+
+    rounds: int
+    calls: int
+    keys: list[list[int]] | None = None
+    follows: bool = False
+    name: ClassVar[str] = "round"
+
+
+@dataclass(frozen=True)
+class Learn(CaseCommand[RoundsRan]):
+    """A first warm-up ``round``, repeated while the worker watches which threads work; it
+    then pins them (``pin``) or frees every thread."""
+
+    round: Round
+    pin: bool
+    name: ClassVar[str] = "learn"
+
+
+@dataclass(frozen=True)
+class Fetch(CaseCommand[Fetched]):
+    """Kept results, each as (rounds behind the latest, call or None for the whole round)."""
+
+    wanted: list[tuple[int, int | None]]
+    name: ClassVar[str] = "fetch"
+
+
+@dataclass(frozen=True)
+class Finish(CaseCommand[Finished]):
+    evaluate: bool = True  # training: loss and gradient where training took the parameters
+    name: ClassVar[str] = "finish"
+
+
+@dataclass(frozen=True)
+class Pretouch(CaseCommand[Heap]):
+    name: ClassVar[str] = "pretouch"
+
+
+@dataclass(frozen=True)
+class CompiledSeconds(CaseCommand[Seconds]):
+    name: ClassVar[str] = "compiled_seconds"
+
+
+@dataclass(frozen=True)
+class MeasurePeakMemory(CaseCommand[PeakMemory]):
+    name: ClassVar[str] = "peak_memory"
