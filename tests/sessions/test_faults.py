@@ -138,6 +138,14 @@ def _gone(pid: int) -> bool:
         return True
 
 
+def default_signals() -> None:
+    """In the session's child: the signals the test sends at their defaults, whatever the test
+    runner inherited (a run under nohup ignores SIGHUP, a background job SIGINT, and a child
+    would inherit that and never end)."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL, signal.SIGINT])
 def test_a_killed_session_leaves_no_process_or_temp_folder_behind(
@@ -151,7 +159,8 @@ def test_a_killed_session_leaves_no_process_or_temp_folder_behind(
     session = subprocess.Popen(
         [sys.executable, "-m", "pytest", "suites", "--benchmark-disable", "--mlbench-size=smoke",
          "--mlbench-threads=1", "-k", "train_step", "-p", "no:cacheprovider"],
-        cwd=pytester.path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        cwd=pytester.path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        preexec_fn=default_signals)
     deadline = time.monotonic() + 120
     while not pidfile.exists():
         assert session.poll() is None, "the session ended before the worker built the case"

@@ -50,10 +50,18 @@ def _wait(what: str, done: callable, seconds: float = 15.0) -> None:  # type: ig
         time.sleep(0.05)
 
 
+def default_signals() -> None:
+    """In the session's child: SIGTERM and SIGHUP at their defaults, whatever the test runner
+    inherited (under nohup SIGHUP is ignored, and so would be the child's)."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 @linux
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGHUP, signal.SIGKILL, None])
 def test_a_session_ended_any_way_leaves_nothing_behind(how: signal.Signals | None) -> None:
-    session = subprocess.Popen([sys.executable, "-c", SESSION], stdin=subprocess.PIPE,
+    session = subprocess.Popen([sys.executable, "-c", SESSION], preexec_fn=default_signals,
+                               stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, text=True)
     assert session.stdout is not None and session.stdin is not None
     folder, caches, tmp, *pids = session.stdout.readline().split()
@@ -115,6 +123,7 @@ def test_an_ab_worktree_is_removed_when_the_session_is_killed(
     git("add", ".")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
     session = subprocess.Popen([sys.executable, "-c", WORKTREE_SESSION, str(repo)],
+                               preexec_fn=default_signals,
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert session.stdout is not None
     folder = Path(session.stdout.readline().strip())
