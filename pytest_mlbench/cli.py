@@ -2,6 +2,7 @@
 and charts.
 
     pytest-mlbench report RUN [--reference jax-jit] [--processes] one run, normalised to a reference
+    pytest-mlbench report RUN --time                              where the run's seconds went
     pytest-mlbench report --machines RUN RUN ... [--workload mlp]  workloads across machines
     pytest-mlbench report --compare BASELINE RUN                 two runs, judged like the gate
 
@@ -23,7 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 
-from pytest_mlbench import __version__
+from pytest_mlbench import __version__, timesheet
 from pytest_mlbench.judging import regression, sessions
 from pytest_mlbench.measuring import hostspeed
 from pytest_mlbench.options import OptionError, build_gate_settings, parse_alpha, parse_percent
@@ -58,6 +59,9 @@ def parser() -> argparse.ArgumentParser:
     rep.add_argument("--alpha", default="0.01", help="gate significance level. Default: 0.01")
     rep.add_argument("--baselines", default="baselines",
                      help="folder that names resolve in. Default: baselines")
+    rep.add_argument("--time", action="store_true",
+                     help="where the run's seconds went: per pass and framework, each activity "
+                          "(worker start, compilation, references, checks, timed rounds, ...)")
     rep.add_argument("--processes", action="store_true",
                      help="one run: also each implementation's median step in each process, "
                           "in the order they ran, and the host probe before each")
@@ -113,6 +117,8 @@ def one_run(args: argparse.Namespace, run: Run, plots: ModuleType | None) -> Lin
         lines.append(probe)
     if args.processes:
         lines += report.process_table(records, hostspeed.of_run(run.machine_info))
+    if args.time:
+        lines += time_spent(run)
     if plots is not None:
         for group in sorted({r.identity.group for r in records if r.measure is not None}):
             fig = plots.bar_chart(records, group, args.reference)
@@ -120,6 +126,20 @@ def one_run(args: argparse.Namespace, run: Run, plots: ModuleType | None) -> Lin
         if plots.sweep_series(records):
             lines += map(str, plots.save(plots.sweep_chart(records), args.plots, "linreg-sweep"))
     return lines
+
+
+def time_spent(run: Run) -> Lines:
+    """The run's timesheet (machine_info.mlbench.time_spent), or why there is none."""
+    mine = run.machine_info.get("mlbench") or {}
+    spent = mine.get("time_spent") if isinstance(mine, dict) else None
+    if not isinstance(spent, dict) or not isinstance(spent.get("passes"), list):
+        return ["where the time went: not recorded in this run (saved by pytest-mlbench "
+                "before 0.3, or by a session that timed nothing)"]
+    try:
+        return ["", "where the time went (seconds):", *timesheet.lines(spent)]
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise BaselineError(f"{run.where}: machine_info.mlbench.time_spent is malformed "
+                            f"({exc}): it should be a timesheet's JSON") from None
 
 
 def chosen_workloads(args: argparse.Namespace, runs: compare.Named) -> list[str]:
@@ -199,9 +219,10 @@ def refuse_repeats(refs: Sequence[str], loaded: Sequence[Run]) -> None:
 def run(args: argparse.Namespace, plots: ModuleType | None) -> tuple[Lines, int]:
     if args.plots is not None and plots is not None:
         check_plots_folder(args.plots)
-    if args.processes and (args.compare or args.machines):
-        raise OptionError("--processes is for one run's report; it does not go with "
-                          f"--{'compare' if args.compare else 'machines'}")
+    for flag in ("processes", "time"):
+        if getattr(args, flag) and (args.compare or args.machines):
+            raise OptionError(f"--{flag} is for one run's report; it does not go with "
+                              f"--{'compare' if args.compare else 'machines'}")
     if args.compare and len(args.runs) != 2:
         raise OptionError(f"--compare takes two runs, BASELINE and RUN; got {len(args.runs)}")
     limits = _named("--threshold", parse_percent, args.threshold), _named(

@@ -301,10 +301,18 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
         machine_info["mlbench"] = machine.machine_info()
         if probe := state.host_probe():  # per run: never part of the machine's id
             machine_info["mlbench"]["host_probe"] = probe
+        if spent := state.time_spent():  # per run, like the probe
+            machine_info["mlbench"]["time_spent"] = spent
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     state = config.stash.get(STATE, None)
+    if spent := (state.time_spent() if state else {}):
+        from pytest_mlbench import timesheet
+
+        terminalreporter.section("mlbench: where the time went")
+        for line in timesheet.lines(spent):
+            terminalreporter.write_line(line)
     records = [r for r in (state.records if state else []) if r.measure is not None]
     if records:
         from pytest_mlbench.measuring import hostspeed

@@ -130,6 +130,11 @@ class RunState:
         campaign = self._campaign
         return campaign.host.to_json() if campaign and campaign.host.readings else {}
 
+    def time_spent(self) -> dict[str, Any]:
+        """Where the campaign's seconds went (timesheet.py); empty if no campaign ran."""
+        campaign = self._campaign
+        return campaign.sheet.to_json() if campaign else {}
+
     @property
     def campaign_started(self) -> bool:
         return self._thread is not None

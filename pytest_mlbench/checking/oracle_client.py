@@ -11,6 +11,7 @@ from typing import Any
 
 from pytest_mlbench.engine.launcher import Launch, Pool, WorkerError, WorkerSpec
 from pytest_mlbench.errors import Unavailable
+from pytest_mlbench.timesheet import spend
 
 BACKENDS = ("jax", "torch")
 
@@ -40,7 +41,10 @@ class OracleService:
         if not name:
             raise Unavailable("this workload's reference comes from an autodiff oracle: "
                               "pip install 'pytest-mlbench[jax]' (or [torch])")
-        with self._pool_lock(name):
+        lock = self._pool_lock(name)
+        with spend("waiting"):  # another thread's call
+            lock.acquire()
+        try:
             pool = self._pool(name)
             try:
                 return pool.call(command, payload)[0]
@@ -49,6 +53,8 @@ class OracleService:
                 with self._lock:
                     self.pools.pop(name, None)
                 raise type(exc)(f"the {name} float64 oracle: {exc}") from None
+        finally:
+            lock.release()
 
     def _pool_lock(self, name: str) -> threading.Lock:
         with self._lock:

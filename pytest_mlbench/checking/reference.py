@@ -25,6 +25,7 @@ import numpy as np
 from pytest_mlbench.checking.asserts import assert_close, assert_grad_matches_finite_differences
 from pytest_mlbench.checking.oracle_client import OracleService
 from pytest_mlbench.checking.trajectory import Trajectory
+from pytest_mlbench.timesheet import spend
 from pytest_mlbench.workloads import data
 from pytest_mlbench.workloads.optim import Optimizer
 from pytest_mlbench.workloads.spec import Arrays, Shape, Task, Workload
@@ -90,8 +91,12 @@ class _Once:
             lock, waiting = self._keys.setdefault(key, (threading.Lock(), [0]))
             waiting[0] += 1
         try:
-            with lock:
+            with spend("waiting"):  # for the thread computing the same value
+                lock.acquire()
+            try:
                 yield
+            finally:
+                lock.release()
         finally:
             with self._lock:
                 waiting[0] -= 1
@@ -124,7 +129,7 @@ class Reference:
             with self._lock:
                 if key in self._cache:  # made while this thread waited
                     return self._cache[key]
-            with one_blas_thread():
+            with one_blas_thread(), spend("references"):
                 value = make()
             with self._lock:
                 while len(self._cache) >= CACHE_ENTRIES:
@@ -261,7 +266,7 @@ class Reference:
             with self._lock:
                 if task.label in self.verified:
                     return
-            with one_blas_thread():
+            with one_blas_thread(), spend("references"):
                 self._verify(task, data.widen(inputs), data.widen(params),
                              data.widen(probe) if probe else None)
             with self._lock:

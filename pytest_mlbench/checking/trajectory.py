@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_mlbench.timesheet import spend
 from pytest_mlbench.workloads import data
 from pytest_mlbench.workloads.optim import Optimizer
 from pytest_mlbench.workloads.spec import Arrays
@@ -106,9 +107,10 @@ class Trajectory:
     def _advance(self, step: int, state: State) -> State:
         """From ``state`` after ``step`` steps, one more. Past the head the trajectory grows:
         the step's loss, the new head and, every ``every`` steps, a checkpoint."""
-        inputs = self.inputs if self.batch_of is None else self.batch_of(step + 1)
-        loss, params, opt_state = self.step(self.optimizer, *state, inputs, self.dtype,
-                                            cached=False)
+        with spend("references"):
+            inputs = self.inputs if self.batch_of is None else self.batch_of(step + 1)
+            loss, params, opt_state = self.step(self.optimizer, *state, inputs, self.dtype,
+                                                cached=False)
         if step == len(self._losses):
             self._losses.append(loss)
             self._head = (step + 1, (params, opt_state))

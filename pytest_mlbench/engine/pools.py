@@ -9,6 +9,7 @@ answers the same commands, each rank replying, and the parent checks the ranks a
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -25,6 +26,7 @@ from pytest_mlbench.engine.launcher import (
     free_loopback_port,
 )
 from pytest_mlbench.engine.side import Side
+from pytest_mlbench.timesheet import spend
 
 __all__ = ["CaseError", "CaseFailed", "CaseSkipped", "FrameworkPool", "PoolKey", "Pools", "Side"]
 R = TypeVar("R")
@@ -219,20 +221,23 @@ class Pools:
         pool = self.live.get(key)
         if pool is None or pool.pool is None:
             pool = self.new(key, side, compiler)
-            pool.start()
+            with spend("start"):
+                pool.start()
             self.live[key] = pool
         return pool
 
-    def start(self, wanted: Mapping[PoolKey, tuple[Side, bool]]) -> None:
+    def start(self, wanted: Mapping[PoolKey, tuple[Side, bool]]) -> dict[PoolKey, float]:
         """Start the pools of ``wanted`` (key -> side, compiler warm-up) that are not running,
         all at once (importing TensorFlow or warming inductor up is seconds of CPU each: the
         cores share it); a single one is left to start when a case asks for it. A pool that
         fails to start is left out: its cases meet the failure again, and report it, when
-        they ask for it."""
+        they ask for it. Returns the seconds each pool took to be ready, from the moment the
+        first was spawned (they start side by side)."""
         fresh = [self.new(key, side, compiler) for key, (side, compiler) in wanted.items()
                  if key not in self.live or self.live[key].pool is None]
         if len(fresh) < 2:
-            return
+            return {}
+        began, ready = time.perf_counter(), {}
         spawned = []
         for pool in fresh:
             try:
@@ -246,7 +251,9 @@ class Pools:
             except Exception:  # noqa: BLE001 - as above
                 pool.close(kill=True)
                 continue
+            ready[pool.key] = time.perf_counter() - began
             self.live[pool.key] = pool
+        return ready
 
     def pause_all_but(self, pool: FrameworkPool) -> None:
         for other in self.live.values():

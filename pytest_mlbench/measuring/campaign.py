@@ -42,6 +42,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 
 from pytest_mlbench import threads as threading_
+from pytest_mlbench import timesheet
 from pytest_mlbench.checking import phases
 from pytest_mlbench.checking.asserts import tolerances
 from pytest_mlbench.checking.oracle_client import OracleService
@@ -65,6 +66,7 @@ from pytest_mlbench.measuring.plan import Lane, Plan, Side
 from pytest_mlbench.measuring.progress import Progress
 from pytest_mlbench.measuring.untimed_jobs import Job, UntimedJobs
 from pytest_mlbench.precision import POLICIES
+from pytest_mlbench.timesheet import Timesheet
 from pytest_mlbench.workloads import data
 
 __all__ = ["Campaign", "Lane", "Plan"]
@@ -88,6 +90,7 @@ class Campaign:
         self._data_lock = threading.Lock()
         self.peaked: set[tuple[int, PoolKey, str]] = set()
         self.host = HostProbe()  # the host's speed before each timed pass (measuring/hostspeed.py)
+        self.sheet = Timesheet()  # where the campaign's seconds went (timesheet.py)
         self.pass_no = 0  # the pass under way (0: the first, the one that reports compile time)
         self.progress = Progress(progress, len(self._groups()),
                                  plan.processes if plan.timing else 1, time.monotonic())
@@ -127,8 +130,9 @@ class Campaign:
         prepare) and a timed phase."""
         self.pass_no = p
         self.oracle.pause()  # no worker is alive yet: the probe has the cores to itself
-        self.host.take()
-        self._start_pools()
+        with self.sheet.phase(p, "probe"):
+            self.host.take()
+        self._start_pools(p)
         done = p * len(self._groups())
         timed: list[CaseRun] = []  # the group timed last, still to be finished
         last: tuple[str, float] | None = None
@@ -137,7 +141,8 @@ class Campaign:
                 raise KeyboardInterrupt("the campaign was cancelled")
             alive = [s for s in states if s.alive]
             begun = time.monotonic()
-            runs = self._untimed_phase(timed, alive, p)
+            with self.sheet.phase(p, "untimed"):
+                runs = self._untimed_phase(timed, alive, p)
             if last is not None:
                 done += 1
                 self.progress.group_done(p, *last, len(timed), done)
@@ -146,9 +151,11 @@ class Campaign:
                 self.progress.long_case(p, run.spec["name"], run.round_s, self.rounds_for(run),
                                         run.compile_s)
             if runs:
-                self._measure_peaks(runs, p)
-                self._interleave(runs, p)
-        self._untimed_phase(timed, [], p)
+                with self.sheet.phase(p, "timed"):
+                    self._measure_peaks(runs, p)
+                    self._interleave(runs, p)
+        with self.sheet.phase(p, "untimed"):
+            self._untimed_phase(timed, [], p)
         if last is not None:
             self.progress.group_done(p, *last, len(timed), done + 1)
         self.pools.close()
@@ -161,7 +168,8 @@ class Campaign:
         prepared: dict[str, CaseRun] = {}
 
         def prepare_one(state: CaseState, key: PoolKey) -> None:
-            run = self._prepare(state, p, key)
+            with timesheet.account(self.sheet, p, key.framework):
+                run = self._prepare(state, p, key)
             if run is not None:
                 prepared[state.key] = run
 
@@ -173,7 +181,7 @@ class Campaign:
     def _check_only(self) -> None:
         """Nothing is timed: each case is one untimed job (prepare, one audited turn,
         finish), one job per core at once, across groups."""
-        self._start_pools()
+        self._start_pools(0)
         for state in self.states.values():
             self._context_or_fail(state)
         groups = self._groups()
@@ -187,11 +195,12 @@ class Campaign:
             group = state.cid.group
             with lock:
                 begun.setdefault(group, time.monotonic())
-            run = self._prepare(state, 0, key)
-            if run is not None:
-                run.audits = {1}
-                self._turn(run, 1, 0, discard=0, alone=False)
-                self._finish(run, 0)
+            with timesheet.account(self.sheet, 0, key.framework):
+                run = self._prepare(state, 0, key)
+                if run is not None:
+                    run.audits = {1}
+                    self._turn(run, 1, 0, discard=0, alone=False)
+                    self._finish(run, 0)
             with lock:
                 left[group] -= 1
                 if left[group]:
@@ -199,8 +208,9 @@ class Campaign:
                 done = sum(1 for n in left.values() if not n)
             self.progress.group_done(0, group, begun[group], 0, done, timed=False)
 
-        self.untimed.run([Job(self._slots(s), partial(one, s))
-                          for _, states in groups for s in states if s.alive])
+        with self.sheet.phase(0, "untimed"):
+            self.untimed.run([Job(self._slots(s), partial(one, s))
+                              for _, states in groups for s in states if s.alive])
         self.pools.close()
 
     def cancel(self) -> None:
@@ -231,7 +241,8 @@ class Campaign:
         return tuple(self._pool_key(state, slot) for slot in range(slots))
 
     def _finish_on(self, run: CaseRun, p: int, key: PoolKey) -> None:
-        self._finish(run, p)
+        with timesheet.account(self.sheet, p, key.framework):
+            self._finish(run, p)
 
     def _pool(self, state: CaseState, key: PoolKey) -> FrameworkPool:
         """The case's pool, started now if the pass start left it out (or it died). Called
@@ -250,7 +261,7 @@ class Campaign:
             s.cid.variant != "eager" for s in self.states.values()
             if s.alive and key in self._slots(s))
 
-    def _start_pools(self) -> None:
+    def _start_pools(self, p: int) -> None:
         """Start the pools this pass will use at once (Pools.start); of a framework's spare
         pools (a session that times nothing) none: they start when a job first needs one."""
         wanted: dict[PoolKey, tuple[Side, bool]] = {}
@@ -261,7 +272,10 @@ class Campaign:
                     cid.framework, cid.variant, cid.device, cid.precision, cid.task.label):
                 wanted[key] = (state.lane.side, self._compiled(key))
         if not self.cancelled:
-            self.pools.start(wanted)
+            with self.sheet.phase(p, "start"):
+                ready = self.pools.start(wanted)
+            for key, seconds in ready.items():
+                self.sheet.add(p, key.framework, "start", seconds)
 
     def _activate(self, pool: FrameworkPool) -> None:
         """Only ``pool`` runs: every other worker (and the oracle) is stopped."""
@@ -343,7 +357,8 @@ class Campaign:
         except BaseException as exc:  # noqa: BLE001
             self._fail(state, exc, run.pool)
         finally:
-            self._close_case(run)
+            with timesheet.spend("other"):
+                self._close_case(run)
 
     def _close_case(self, run: CaseRun | None) -> None:
         if run is None:
@@ -385,11 +400,12 @@ class Campaign:
             if (p, key, dtype) in self.peaked:
                 continue
             pool = self.pools[key]
-            self._activate(pool)
-            try:
-                found = pool.peak(dtype)
-            except WorkerError:
-                found = None
+            with timesheet.account(self.sheet, p, key.framework), timesheet.spend("peaks"):
+                self._activate(pool)
+                try:
+                    found = pool.peak(dtype)
+                except WorkerError:
+                    found = None
             self.peaked.add((p, key, dtype))
             if found:
                 self.peaks[dtype] = max(self.peaks.get(dtype, 0.0), float(found))
@@ -426,9 +442,11 @@ class Campaign:
         state = self._state(run)
         if count <= 0 or not state.alive:
             return
-        if alone:
-            self._activate(run.pool)
-        try:
-            run.turn(count, discard, cycle)
-        except BaseException as exc:  # noqa: BLE001
-            self._fail(state, exc, run.pool)
+        with timesheet.account(self.sheet, self.pass_no, run.pool.key.framework):
+            with timesheet.spend("turns"):
+                if alone:
+                    self._activate(run.pool)
+                try:
+                    run.turn(count, discard, cycle)
+                except BaseException as exc:  # noqa: BLE001
+                    self._fail(state, exc, run.pool)

@@ -36,6 +36,7 @@ from pytest_mlbench.checking import audit, phases
 from pytest_mlbench.checking.asserts import assert_identical, assert_threads
 from pytest_mlbench.engine import protocol as p
 from pytest_mlbench.engine.pools import FrameworkPool
+from pytest_mlbench.timesheet import charge, spend
 from pytest_mlbench.workloads import data
 
 WARMUP = 0  # round 0 is a warm-up: it runs like every other round and is never recorded
@@ -156,17 +157,32 @@ class CaseRun:
     def prepare(self, threads: int, pin: bool, pretouch: bool = False) -> None:
         """Build in the worker, then every check that comes before timing; ``pretouch``
         (a timed session): then the worker's heap is faulted in (engine/allocator.py)."""
-        self.handle = self.pool.open(self.spec)
-        self.workers = tuple(info.as_record() for info in self.pool.info)
-        for info in self.pool.info:
-            assert_threads(info.threads, self.expected_threads(), where=self.ctx.where)
-        phases.check_start(self.ctx, self._ask(p.Start()))
-        if self.train:
-            self._prepare_train()
-        else:
-            phases.check_output(self.ctx, self._output(), 0, "for the first probe")
-        # two warm-up rounds (never recorded): the faster says what a round costs; the
-        # state the second leaves is where timed round 1 starts
+        began = time.perf_counter()
+        with spend("build"):
+            self.handle = self.pool.open(self.spec)
+        built = time.perf_counter()
+        with spend("checks_before"):
+            self.workers = tuple(info.as_record() for info in self.pool.info)
+            for info in self.pool.info:
+                assert_threads(info.threads, self.expected_threads(), where=self.ctx.where)
+            phases.check_start(self.ctx, self._ask(p.Start()))
+            if self.train:
+                self._prepare_train()
+            else:
+                phases.check_output(self.ctx, self._output(), 0, "for the first probe")
+        checked = time.perf_counter()
+        with spend("warmup"):
+            self._warm_up(pin, pretouch)
+        # the first calls' compilation ran inside the build and the checks: charged apart
+        compiled = self.compile_s or 0.0
+        from_checks = min(compiled, checked - built)
+        charge("compile", from_checks, instead_of="checks_before")
+        charge("compile", min(compiled - from_checks, built - began), instead_of="build")
+
+    def _warm_up(self, pin: bool, pretouch: bool) -> None:
+        """Two warm-up rounds (never recorded): the faster says what a round costs; the state
+        the second leaves is where timed round 1 starts. Then the heap pre-touch (a timed
+        session) and the compile time the first calls took."""
         times = []
         for warm_up in range(2):
             keys = self._keys(1)
@@ -272,8 +288,12 @@ class CaseRun:
         reply = joined(parts)
         seconds = [max(col) for col in zip(*(r.seconds for r in reply), strict=True)]
         faults = [max(col) for col in zip(*(r.faults for r in reply), strict=True)]
+        # the turn is the caller's "turns"; its rounds' own seconds are charged apart
+        charge("timed", sum(seconds[discard:]), instead_of="turns")
+        charge("dropped", sum(seconds[:discard]), instead_of="turns")
         self._clocked(took, reply, seconds, commands=total)
-        self._fetch(numbers)
+        with spend("audits"):
+            self._fetch(numbers)
         self._pretouched_again([r.pretouched for r in reply if r.pretouched])
         self.recorded += [RecordedRound(s, cycle, f)
                           for s, f in zip(seconds[discard:], faults[discard:], strict=True)]
@@ -362,21 +382,12 @@ class CaseRun:
 
     def finish(self) -> PassFacts:
         """Audits, then the checks of what timing left behind; what the pass found."""
-        uncounted = []  # rounds whose count from the start could not be read (checking/audit.py)
-        for r in sorted(self.audits):
-            if r <= self.rounds_done:
-                before = self.kept.get(r - 1)
-                call = self._audit_call(r)
-                key = None if call is None else self.keys[r][call]
-                batches = self.keys.get(r) if self.train else None
-                if audit.audit(self.ctx, r, self.calls, before, self.kept[r], call, key,
-                               batches, self.data_secret):
-                    uncounted.append(r)
-        self._count_final(uncounted)
-        audit.assert_clocks_agree(self.clock, where=self.ctx.where)
-        memory = self._ask(p.MeasurePeakMemory()).found if self.full else None
-        done = self._ask(p.Finish(self.full))
-        phases.check_finish(self.ctx, done)
+        with spend("audits"):
+            uncounted = self._audit()
+        with spend("checks_after"):
+            memory = self._ask(p.MeasurePeakMemory()).found if self.full else None
+            done = self._ask(p.Finish(self.full))
+            phases.check_finish(self.ctx, done)
         self.compile_s = done.compile_s
         return PassFacts(
             full=self.full, workers=self.workers, pinned=self.pinned, heap=self.heap,
@@ -390,6 +401,23 @@ class CaseRun:
             first_call_s=(self.checked_step_s[0] if self.checked_step_s else None)
             if self.full else None,
             peak_memory=memory)
+
+    def _audit(self) -> list[int]:
+        """The audited rounds judged, the last state counted, the clocks compared; the rounds
+        whose count from the seeded start could not be read."""
+        uncounted = []  # rounds whose count from the start could not be read (checking/audit.py)
+        for r in sorted(self.audits):
+            if r <= self.rounds_done:
+                before = self.kept.get(r - 1)
+                call = self._audit_call(r)
+                key = None if call is None else self.keys[r][call]
+                batches = self.keys.get(r) if self.train else None
+                if audit.audit(self.ctx, r, self.calls, before, self.kept[r], call, key,
+                               batches, self.data_secret):
+                    uncounted.append(r)
+        self._count_final(uncounted)
+        audit.assert_clocks_agree(self.clock, where=self.ctx.where)
+        return uncounted
 
     def _timing(self) -> PassTiming | None:
         """The pass's recorded rounds, in a timed session that recorded any."""

@@ -17,7 +17,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "pytest_mlbench"
 # lowest first; a unit (a package, or a module at the root) may import units of its own layer
 # or of a layer below it
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "precision", "stats", "tables", "threads", "options", "hookspec"),  # root leaves
+    ("errors", "precision", "stats", "tables", "threads", "options", "hookspec",
+     "timesheet"),  # root leaves
     ("builders",),
     ("frameworks",),
     ("workloads",),

@@ -1,0 +1,113 @@
+"""Where a run's seconds went (pytest_mlbench/timesheet.py): nested activities charged once,
+per thread and account, and the saved sheet shown by ``pytest-mlbench report RUN --time``."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_mlbench import cli, timesheet
+from pytest_mlbench.timesheet import Timesheet, account, charge, spend
+from tests.synthetic import bench, record, run_json, write
+
+
+def spent(sheet: Timesheet, what: str, framework: str = "torch", p: int = 0) -> float:
+    return sheet.seconds.get((p, framework, what), 0.0)
+
+
+def test_a_nested_activity_is_charged_once_to_the_innermost() -> None:
+    sheet = Timesheet()
+    with account(sheet, 0, "torch"):
+        with spend("checks_before"):
+            time.sleep(0.02)
+            with spend("references"):
+                time.sleep(0.05)
+    assert spent(sheet, "references") >= 0.05
+    assert 0.02 <= spent(sheet, "checks_before") < 0.045  # less the nested 0.05
+    # the outer's wall is the sum of the two: nothing lost, nothing counted twice
+    assert spent(sheet, "checks_before") + spent(sheet, "references") < 0.1
+
+
+def test_seconds_measured_elsewhere_move_from_the_block_that_held_them() -> None:
+    sheet = Timesheet()
+    with account(sheet, 1, "jax"), spend("turns"):
+        time.sleep(0.03)
+        charge("timed", 0.02, instead_of="turns")
+    assert spent(sheet, "timed", "jax", 1) == 0.02
+    assert 0.01 <= spent(sheet, "turns", "jax", 1) < 0.03
+
+
+def test_threads_charge_their_own_accounts_and_none_outside_one() -> None:
+    sheet = Timesheet()
+
+    def job(framework: str) -> None:
+        with account(sheet, 0, framework), spend("build"):
+            time.sleep(0.02)
+
+    threads = [threading.Thread(target=job, args=(fw,)) for fw in ("jax", "torch")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    with spend("build"):  # no account on this thread: nothing charged
+        time.sleep(0.01)
+    assert spent(sheet, "build", "jax") >= 0.02 and spent(sheet, "build", "torch") >= 0.02
+    assert set(sheet.seconds) == {(0, "jax", "build"), (0, "torch", "build")}
+
+
+def test_an_unknown_activity_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="unknown activity 'compiling': one of start, build"):
+        Timesheet().add(0, "jax", "compiling", 1.0)
+
+
+def sheet_json() -> dict[str, object]:
+    sheet = Timesheet()
+    for p in (0, 1):
+        sheet.add(p, "jax", "compile", 4.0 - p * 3)
+        sheet.add(p, "jax", "timed", 1.5)
+        sheet.add(p, timesheet.HARNESS, "peaks", 0.5)
+        sheet.walls[(p, "untimed")] = 6.0
+    return sheet.to_json()
+
+
+def test_the_tables_show_each_pass_and_each_framework() -> None:
+    lines = timesheet.lines(sheet_json())
+    text = "\n".join(lines)
+    assert lines[0].split()[-3:] == ["1", "2", "all"] or "pass 1" in lines[0]
+    compile_row = next(line for line in lines if line.startswith("compilation"))
+    assert compile_row.split()[-3:] == ["4.0", "1.0", "5.0"]
+    assert "wall: untimed phases (jobs side by side)" in text
+    assert any(line.startswith("harness (no framework's)") for line in lines)
+    jax_row = next(line for line in lines if line.startswith("jax"))
+    assert jax_row.split()[-1] == "8.0"  # 5.0 compiling + 3.0 timed
+
+
+def test_report_time_prints_a_saved_runs_sheet(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    data = run_json(bench(record("jax-jit", 1e-3)))
+    data["machine_info"].setdefault("mlbench", {})["time_spent"] = sheet_json()
+    assert cli.main(["report", str(write(tmp_path / "run.json", data)), "--time"]) == 0
+    out = capsys.readouterr().out
+    assert "where the time went (seconds):" in out and "timed rounds (recorded)" in out
+
+
+def test_report_time_says_when_a_run_has_no_sheet_and_refuses_a_malformed_one(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = run_json(bench(record("jax-jit", 1e-3)))
+    assert cli.main(["report", str(write(tmp_path / "old.json", data)), "--time"]) == 0
+    assert "where the time went: not recorded in this run" in capsys.readouterr().out
+    data["machine_info"].setdefault("mlbench", {})["time_spent"] = {
+        "passes": [{"pass": 1, "frameworks": {"jax": {"timed": "soon"}}}]}
+    assert cli.main(["report", str(write(tmp_path / "bad.json", data)), "--time"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "time_spent is malformed" in err[0]
+
+
+def test_report_time_goes_with_one_run_only(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path / "run.json", run_json(bench(record("jax-jit", 1e-3))))
+    assert cli.main(["report", "--compare", str(path), str(path), "--time"]) == 2
+    assert "--time is for one run's report" in capsys.readouterr().err
