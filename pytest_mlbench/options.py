@@ -64,6 +64,7 @@ class Settings:
     processes: int = DEFAULT_PROCESSES  # fresh worker processes each timed case is sampled in
     affinity: str = "off"  # leave thread placement to the OS, or pin the busy threads
     ab: str = ""  # "" or the revision (git ref, or python:<interpreter>) to compare against
+    compile_cache: str = ""  # "" or a folder kept across sessions that time nothing
 
 
 # -- parse functions: a string in, a value or OptionError out ---------------------------------
@@ -205,6 +206,14 @@ def parse_ab(value: str) -> str:
     return text
 
 
+def parse_folder(value: str) -> str:
+    """A folder path (made when first used); refused if it names an existing file."""
+    text = os.path.expanduser(value.strip())
+    if os.path.exists(text) and not os.path.isdir(text):
+        raise OptionError(f"{value!r} is a file, not a folder")
+    return os.path.abspath(text)
+
+
 # -- the table ----------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -267,6 +276,11 @@ def option_table(frameworks: tuple[str, ...] = FRAMEWORKS) -> tuple[Option, ...]
                "work to distinct cores, for machines whose cores nothing else uses (a pinned "
                "thread cannot leave a core something else is busy on)",
                lambda v: parse_one(v, AFFINITIES)),
+        Option("compile-cache", "",
+               "a folder where sessions that time nothing (--benchmark-disable) keep torch's and "
+               "numba's compiled code from one session to the next; a timed session always "
+               "compiles into a fresh folder of its own (its compile times are cold)",
+               parse_folder),
         Option("ab", "",
                "compare every case against another revision in this job, interleaved: a git "
                "revision (origin/main) or python:<interpreter of another environment>; fails on "
@@ -276,7 +290,7 @@ def option_table(frameworks: tuple[str, ...] = FRAMEWORKS) -> tuple[Option, ...]
 
 def build_settings(raw: Mapping[str, Any], table: tuple[Option, ...]) -> Settings:
     """Parse raw values (see ``resolve``) into Settings; OptionError names the option."""
-    values = {o.name: resolve(o, raw.get(o.name)) for o in table}
+    values = {o.name.replace("-", "_"): resolve(o, raw.get(o.name)) for o in table}
     precisions = values.pop("precision")
     values["precision_auto"] = precisions == AUTO
     values["precisions"] = (FALLBACK_PRECISION,) if precisions == AUTO else precisions

@@ -168,10 +168,14 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
         return [idle] if idle else []
     s = state.settings
     precision = "auto" if s.precision_auto else ",".join(s.precisions)
+    kept = ""
+    if s.compile_cache:  # only a session that times nothing uses it (session.plan)
+        used = "" if state.plan().compile_cache else " (unused: this session times its cases)"
+        kept = f" compile-cache={s.compile_cache}{used}"
     return [f"mlbench: frameworks={','.join(s.frameworks)} variants={','.join(s.variants)} "
             f"device={s.device} precision={precision} size={s.size} seed={s.seed} "
             f"workers={','.join(map(str, s.workers))} threads={s.threads} "
-            f"processes={s.processes} affinity={s.affinity}"]
+            f"processes={s.processes} affinity={s.affinity}{kept}"]
 
 
 # -- fixtures (all named mlbench_*: the plugin owns these names) ---------------------------------

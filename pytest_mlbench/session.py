@@ -123,7 +123,8 @@ class RunState:
                     threads=self.settings.threads, affinity=self.settings.affinity,
                     seed=self.settings.seed, size=self.settings.size,
                     max_time=float(opt("benchmark_max_time", 1.0) or 1.0),
-                    min_rounds=int(opt("benchmark_min_rounds", 5) or 5))
+                    min_rounds=int(opt("benchmark_min_rounds", 5) or 5),
+                    compile_cache="" if timing else self.settings.compile_cache)
 
     def host_probe(self) -> dict[str, Any]:
         """The host's speed before each timed pass (measuring/hostspeed.py); empty if nothing was timed."""

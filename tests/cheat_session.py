@@ -11,6 +11,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.background import Command, Done
+
 CHEATS = Path(__file__).resolve().parent / "cheats"
 MODELS = Path(__file__).resolve().parents[1] / "suites"  # real workloads a cheat may start from
 TIMEOUT_S = 900
@@ -51,18 +53,29 @@ def make_folder(folder: Path) -> Path:
     return folder
 
 
-def run(folder: Path, *args: str) -> Session:
-    """One pytest session over the cheaters with ``args`` (a -k selection, timing options)."""
+def command(folder: Path, *args: str) -> Command:
+    """One pytest session over the cheaters with ``args`` (a -k selection, timing options),
+    its folder made."""
     make_folder(folder)
-    report = folder / "report.xml"
-    cmd = [sys.executable, "-m", "pytest", "suites", "-p", "no:cacheprovider", "-q",
-           "--mlbench-size=smoke", f"--junitxml={report}", "-o", "junit_family=xunit2", *args]
-    done = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, timeout=TIMEOUT_S,
-                          check=False)
-    output = done.stdout + done.stderr
+    return Command(["suites", "-p", "no:cacheprovider", "-q", "--mlbench-size=smoke",
+                    f"--junitxml={folder / 'report.xml'}", "-o", "junit_family=xunit2", *args],
+                   folder, timed="--benchmark-disable" not in args)
+
+
+def read(done: Done) -> Session:
+    """A session's outcomes from the JUnit XML it wrote in its folder."""
+    report = done.folder / "report.xml"
     if not report.exists():
-        raise AssertionError(f"the session wrote no report:\n{output}")
-    return Session(parse(report), output, folder)
+        raise AssertionError(f"the session wrote no report:\n{done.output}")
+    return Session(parse(report), done.output, done.folder)
+
+
+def run(folder: Path, *args: str) -> Session:
+    """One pytest session over the cheaters, run now."""
+    cmd = command(folder, *args)
+    done = subprocess.run([sys.executable, "-m", "pytest", *cmd.args], cwd=folder,
+                          capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+    return read(Done(done.returncode, done.stdout + done.stderr, folder))
 
 
 def parse(report: Path) -> dict[str, Result]:

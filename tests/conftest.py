@@ -4,6 +4,9 @@ once per test session because it starts a worker per framework."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 
 # The plugin imports its heavy modules only when a session runs its cases. pytester's
@@ -20,12 +23,32 @@ import pytest_mlbench.reporting.normalised
 import pytest_mlbench.storing.benchmark_json  # noqa: F401
 import pytest_mlbench.storing.machine
 import pytest_mlbench.workloads.catalogue  # noqa: F401
-from tests.cheat_session import Session, run
+from tests import background
+from tests.background import Command
+from tests.cheat_session import Session, command, read
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _background_sessions(request: pytest.FixtureRequest,
+                         tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The subprocess sessions the selected tests read (tests/background.py), started now,
+    beside the tests; their check-only sessions share one compile cache (this session's
+    --mlbench-compile-cache, else a folder of this test run)."""
+    cache = request.config.getoption("mlbench_compile_cache", None) or str(
+        tmp_path_factory.getbasetemp() / "compile-cache")
+    background.start(request.session.items, tmp_path_factory, cache)
+    yield
+    background.LANE.close()
+
+
+@background.session("checked", seconds=55)
+def checked_command(folder: Path) -> Command:
+    """Every cheater and broken implementation with --benchmark-disable (nothing timed, every
+    check, one audited round), single-device and two workers."""
+    return command(folder, "--benchmark-disable", "--mlbench-workers=1,2",
+                   "-k", "not overclaim and not auditguess and not aheadinfer")
 
 
 @pytest.fixture(scope="session")
 def checked(tmp_path_factory: pytest.TempPathFactory) -> Session:
-    """Every cheater and broken implementation with --benchmark-disable (nothing timed, every
-    check, one audited round), single-device and two workers."""
-    return run(tmp_path_factory.mktemp("checked"), "--benchmark-disable",
-               "--mlbench-workers=1,2", "-k", "not overclaim and not auditguess and not aheadinfer")
+    return read(background.result("checked", tmp_path_factory))

@@ -106,6 +106,7 @@ class Campaign:
         self.progress.started = started = time.monotonic()
         passes = self.progress.passes
         self.pools.caches = leftovers.temp_folder("mlbench-caches-")  # removed even if killed
+        self.pools.kept = self.plan.compile_cache  # "" unless nothing is timed
         try:
             # the parent's own NumPy (references, audits) on one BLAS thread for the whole
             # campaign: it never leaves spinning threads on a core, and threads share it

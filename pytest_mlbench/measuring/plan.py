@@ -29,6 +29,7 @@ class Plan:
     size: str
     max_time: float  # seconds of timed rounds per case, over all passes
     min_rounds: int  # recorded rounds per case, over all passes
+    compile_cache: str = ""  # a folder kept across sessions (timing False only), or ""
 
 
 @dataclass(frozen=True)

@@ -17,21 +17,27 @@ from pathlib import Path
 
 import pytest
 
-from tests.cheat_session import Session, run
+from tests import background
+from tests.background import Command
+from tests.cheat_session import Session, command, read
 
 AUDIT = r"timed round \d+ \(audited\): the implementation did less or different work while timed"
 EAGER = r"the eager variant compiled \(\d+ during (build|check|timing)\)"
 POLICY = r"precision policy fp32 no longer holds after timing: "
 
 
+@background.session("timed", seconds=12)
+def timed_command(folder: Path) -> Command:
+    """Timed, NumPy only, least squares at 256 x 16: a few seconds of rounds in all."""
+    return command(folder, "--mlbench-workers=1", "--mlbench-processes=2",
+                   "--benchmark-max-time=0.02", "--benchmark-min-rounds=5",
+                   f"--benchmark-json={folder / 'run.json'}",
+                   "-k", "overclaim or auditguess or honest-numpy or lag128 or aheadinfer-numpy")
+
+
 @pytest.fixture(scope="module")
 def timed(tmp_path_factory: pytest.TempPathFactory) -> Session:
-    """Timed, NumPy only, least squares at 256 x 16: a few seconds of rounds in all."""
-    folder = tmp_path_factory.mktemp("timed")
-    return run(folder, "--mlbench-workers=1", "--mlbench-processes=2",
-               "--benchmark-max-time=0.02", "--benchmark-min-rounds=5",
-               f"--benchmark-json={folder / 'run.json'}",
-               "-k", "overclaim or auditguess or honest-numpy or lag128 or aheadinfer-numpy")
+    return read(background.result("timed", tmp_path_factory))
 
 
 def assert_caught(session: Session, case: str, pattern: str) -> None:

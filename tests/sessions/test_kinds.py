@@ -9,22 +9,21 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.cheat_session import Session, parse
+from tests import background
+from tests.background import Command
+from tests.cheat_session import Session, read
 
 KINDS = Path(__file__).resolve().parents[1] / "kinds"
 TIMEOUT_S = 600
 HONEST = ["momentum", "adam", "infer", "jvp", "vjp", "hvp", "jacfwd", "jacrev"]
 
 
-@pytest.fixture(scope="module")
-def session(tmp_path_factory: pytest.TempPathFactory) -> Session:
-    folder = tmp_path_factory.mktemp("kinds")
+@background.session("kinds", seconds=12, fixture="session")
+def kinds_command(folder: Path) -> Command:
     suites = folder / "suites"
     shutil.copytree(KINDS, suites, ignore=shutil.ignore_patterns("__pycache__",
                                                                  "session_module.py"))
@@ -34,15 +33,14 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Session:
     (folder / "cheats").mkdir()
     shutil.copy(KINDS.parent / "cheats" / "specs.py", folder / "cheats")  # Owed, for models.py
     (folder / "pytest.ini").write_text("[pytest]\nmlbench_suites = suites\n")
-    report = folder / "report.xml"
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "suites", "-p", "no:cacheprovider", "-q",
-         "--mlbench-size=smoke", "--benchmark-disable", "--mlbench-workers=1",
-         f"--junitxml={report}", "-o", "junit_family=xunit2"],
-        cwd=folder, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
-    if not report.exists():
-        raise AssertionError(f"the session wrote no report:\n{done.stdout}{done.stderr}")
-    return Session(parse(report), done.stdout + done.stderr, folder)
+    return Command(["suites", "-p", "no:cacheprovider", "-q", "--mlbench-size=smoke",
+                    "--benchmark-disable", "--mlbench-workers=1",
+                    f"--junitxml={folder / 'report.xml'}", "-o", "junit_family=xunit2"], folder)
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory: pytest.TempPathFactory) -> Session:
+    return read(background.result("kinds", tmp_path_factory))
 
 
 def caught(session: Session, case: str, pattern: str) -> str:

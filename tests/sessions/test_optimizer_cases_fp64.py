@@ -7,14 +7,13 @@ torch's compiled Adam, optax momentum, and the spec's update in NumPy and Autogr
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from pytest_mlbench import frameworks
+from tests import background
+from tests.background import Command
 from tests.cheat_session import parse
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,26 +24,34 @@ CASES = {
     "numpy": "mlp_optim-adam-numpy-eager-cpu-fp64",
     "autograd": "mlp_optim-adamw-autograd-eager-cpu-fp64",
 }
-TIMEOUT_S = 600
+
+
+def installed() -> list[str]:
+    return [c for f, c in CASES.items() if frameworks.missing_reason(f, frameworks.BUILTIN) is None]
+
+
+@background.session("fp64", seconds=22, fixture="results")
+def fp64_command(folder: Path) -> Command:
+    """One --benchmark-disable session over the installed CASES, in this repository (none
+    installed: a session that only says pytest's version, never the whole catalogue)."""
+    if not installed():
+        return Command(["--version"], ROOT)
+    return Command(["-p", "no:cacheprovider", "-q", "--mlbench-precision=fp64",
+                    "--mlbench-size=smoke", "--benchmark-disable", "--mlbench-threads=1",
+                    f"--junitxml={folder / 'report.xml'}", "-o", "junit_family=xunit2",
+                    *(f"suites/test_workloads.py::test_case[{case}]" for case in installed())],
+                   ROOT)
 
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, str]]:
-    """{case: (status, message)} of one --benchmark-disable session over CASES."""
-    installed = [c for f, c in CASES.items()
-                 if frameworks.missing_reason(f, frameworks.BUILTIN) is None]
-    if not installed:
+    """{case: (status, message)} of the session over CASES."""
+    if not installed():
         pytest.skip("none of " + ", ".join(CASES) + " is installed")
-    report = tmp_path_factory.mktemp("fp64") / "report.xml"
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
-         "--mlbench-precision=fp64", "--mlbench-size=smoke", "--benchmark-disable",
-         "--mlbench-threads=1", f"--junitxml={report}", "-o", "junit_family=xunit2",
-         *(f"suites/test_workloads.py::test_case[{case}]" for case in installed)],
-        cwd=ROOT, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}, capture_output=True,
-        text=True, timeout=TIMEOUT_S, check=False)
+    done = background.result("fp64", tmp_path_factory)
+    report = done.folder / "report.xml"
     if not report.exists():
-        raise AssertionError(f"the session wrote no report:\n{done.stdout}{done.stderr}")
+        raise AssertionError(f"the session wrote no report:\n{done.output}")
     return {name: (r.status, r.message) for name, r in parse(report).items()}
 
 

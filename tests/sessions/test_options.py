@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from pytest_mlbench.options import (
@@ -13,8 +15,9 @@ from pytest_mlbench.options import (
 )
 
 OPTIONS = ("frameworks", "variants", "device", "precision", "size", "seed", "workers",
-           "threads", "processes", "affinity")
+           "threads", "processes", "affinity", "compile-cache")
 
+SUITES = Path(__file__).resolve().parents[2] / "suites"
 SETTINGS_TEST = """
 def test_settings(mlbench_settings):
     print("SETTINGS", mlbench_settings.size, mlbench_settings.seed, mlbench_settings.workers)
@@ -43,10 +46,12 @@ def test_help_shows_the_group_with_defaults(pytester: pytest.Pytester) -> None:
         ("workers", "1,x", "'x' is not a worker count; give an integer from 1 to 1024"),
         ("processes", "0", "'0' is not a process count"),
         ("affinity", "loose", "unknown value 'loose'; choose from: "),
+        ("compile-cache", "pytest.ini", "'pytest.ini' is a file, not a folder"),
     ],
 )
 def test_bad_value_is_a_one_line_usage_error(pytester: pytest.Pytester, option: str, value: str,
                                              accepted: str) -> None:
+    pytester.makeini("[pytest]\n")
     result = pytester.runpytest(f"--mlbench-{option}={value}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"ERROR: --mlbench-{option}: *{accepted}*"])
@@ -101,3 +106,24 @@ def test_bad_workers_value_names_option_and_fix(bad: str) -> None:
                                           r"an integer from 1 to \d+, or a comma list such as "
                                           r"1,2,4$"):
         build_settings({"workers": bad}, option_table())
+
+
+@pytest.mark.parametrize(("timing", "said"), [
+    (["--benchmark-disable"], "compile-cache={folder}"),
+    ([], "compile-cache={folder} (unused: this session times its cases)")])
+def test_the_compile_cache_serves_only_a_session_that_times_nothing(
+        pytester: pytest.Pytester, timing: list[str], said: str) -> None:
+    """Compile times are reported cold: a timed session compiles into its own fresh folder
+    whatever --mlbench-compile-cache says, and its header says the folder went unused."""
+    from pytest_mlbench.engine.pools import compile_caches
+
+    folder = pytester.path / "kept"
+    pytester.makeini(f"[pytest]\nmlbench_suites = {SUITES}\n")
+    pytester.makepyfile(test_one="def test_case(mlbench_case):\n    pass\n")
+    result = pytester.runpytest("--collect-only", f"--mlbench-compile-cache={folder}", *timing)
+    result.stdout.fnmatch_lines([f"mlbench: * {said.format(folder=folder)}"])
+    env = compile_caches("/session", {}, str(folder))
+    assert env["TORCHINDUCTOR_CACHE_DIR"] == f"{folder}/inductor"
+    assert env["NUMBA_CACHE_DIR"] == f"{folder}/numba"
+    assert env["MLBENCH_TF_SCRATCH"] == "/session/tf-tmp"  # a killed worker's litter: the session's
+    assert compile_caches("/session", {})["TORCHINDUCTOR_CACHE_DIR"] == "/session/inductor"

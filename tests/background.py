@@ -1,0 +1,117 @@
+"""The pytest sessions this test suite runs in subprocesses over whole folders of workloads
+(the cheaters, the kinds, the float64 optimizer cases): each takes tens of seconds, most of
+it in worker processes, and the tests that read its outcomes only wait for it. So they start
+as the test session's first test starts, one after another on a thread of their own, beside
+the in-process tests and the suites' own check-only campaign, and a test that asks for one's
+outcome waits only for what is left of it. A session no selected test asks for never starts.
+
+A module declares one with ``@background.session(name)`` on a function that makes its folder
+and returns its ``Command``; its fixture ``name`` (the name a test asks for) returns
+``background.result(name, tmp_path_factory)``. A session that times nothing shares one
+compile-cache folder with the others of the test run (``--mlbench-compile-cache``): torch's
+inductor builds its precompiled header and the graphs they share once.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as futures
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+TIMEOUT_S = 900
+
+
+@dataclass(frozen=True)
+class Command:
+    """One pytest session: its arguments after ``python -m pytest``, where it runs, its extra
+    environment; ``timed`` sessions get no shared compile cache (they report compile times)."""
+
+    args: list[str]
+    cwd: Path
+    env: dict[str, str] = field(default_factory=dict)
+    timed: bool = False
+
+
+@dataclass(frozen=True)
+class Done:
+    returncode: int
+    output: str
+    folder: Path
+
+
+Maker = Callable[[Path], Command]
+MAKERS: dict[str, Maker] = {}
+SECONDS: dict[str, float] = {}  # about how long each takes alone: the longest start first
+FIXTURES: dict[str, str] = {}  # the fixture that reads each
+
+
+def session(name: str, seconds: float, fixture: str = "") -> Callable[[Maker], Maker]:
+    """Declare background session ``name``, read by fixture ``fixture`` (default: ``name``)
+    of the declaring module (of every module, when declared in a conftest.py)."""
+    def register(make: Maker) -> Maker:
+        MAKERS[name], SECONDS[name], FIXTURES[name] = make, seconds, fixture or name
+        return make
+    return register
+
+
+def _wants(item: pytest.Item, name: str) -> bool:
+    if FIXTURES[name] not in getattr(item, "fixturenames", ()):
+        return False
+    home = MAKERS[name].__module__
+    module = getattr(getattr(item, "module", None), "__name__", "")
+    return home.endswith("conftest") or module == home
+
+
+class Lane:
+    """The sessions, run one at a time on one thread, in the order they were asked for."""
+
+    def __init__(self) -> None:
+        self.cache = ""  # the test run's shared compile-cache folder
+        self._pool: futures.ThreadPoolExecutor | None = None
+        self._runs: dict[str, futures.Future[Done]] = {}
+
+    def submit(self, name: str, folders: pytest.TempPathFactory) -> futures.Future[Done]:
+        if name not in self._runs:
+            if self._pool is None:
+                self._pool = futures.ThreadPoolExecutor(1, thread_name_prefix="background")
+            folder = folders.mktemp(name)
+            self._runs[name] = self._pool.submit(self._run, MAKERS[name](folder), folder)
+        return self._runs[name]
+
+    def _run(self, command: Command, folder: Path) -> Done:
+        args = list(command.args)
+        if not command.timed and self.cache:
+            args.append(f"--mlbench-compile-cache={self.cache}")
+        done = subprocess.run([sys.executable, "-m", "pytest", *args], cwd=command.cwd,
+                              env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **command.env},
+                              capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+        return Done(done.returncode, done.stdout + done.stderr, folder)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        self._runs.clear()
+
+
+LANE = Lane()
+
+
+def start(items: Iterable[pytest.Item], folders: pytest.TempPathFactory, cache: str) -> None:
+    """Start the sessions the selected tests ask for, the longest first."""
+    LANE.cache = cache
+    items = list(items)
+    for name in sorted(MAKERS, key=lambda n: -SECONDS[n]):
+        if any(_wants(item, name) for item in items):
+            LANE.submit(name, folders)
+
+
+def result(name: str, folders: pytest.TempPathFactory) -> Done:
+    """Session ``name``'s outcome, started now if nothing started it."""
+    return LANE.submit(name, folders).result()
