@@ -36,6 +36,7 @@ class Command:
     cwd: Path
     env: dict[str, str] = field(default_factory=dict)
     timed: bool = False
+    program: tuple[str, ...] = ()  # instead of ``python -m pytest`` (a script that runs it)
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ def session(name: str, seconds: float, fixture: str = "") -> Callable[[Maker], M
     return register
 
 
-def _wants(item: pytest.Item, name: str) -> bool:
+def wants(item: pytest.Item, name: str) -> bool:
     if FIXTURES[name] not in getattr(item, "fixturenames", ()):
         return False
     home = MAKERS[name].__module__
@@ -86,10 +87,13 @@ class Lane:
 
     def _run(self, command: Command, folder: Path) -> Done:
         args = list(command.args)
-        if not command.timed and self.cache:
+        if not command.timed and self.cache and not command.program:
             args.append(f"--mlbench-compile-cache={self.cache}")
-        done = subprocess.run([sys.executable, "-m", "pytest", *args], cwd=command.cwd,
-                              env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **command.env},
+        program = command.program or (sys.executable, "-m", "pytest")
+        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **command.env}
+        if not command.timed and self.cache:  # a script's own torch.compile shares it too
+            env.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(self.cache, "inductor"))
+        done = subprocess.run([*program, *args], cwd=command.cwd, env=env,
                               capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
         return Done(done.returncode, done.stdout + done.stderr, folder)
 
@@ -108,7 +112,7 @@ def start(items: Iterable[pytest.Item], folders: pytest.TempPathFactory, cache: 
     LANE.cache = cache
     items = list(items)
     for name in sorted(MAKERS, key=lambda n: -SECONDS[n]):
-        if any(_wants(item, name) for item in items):
+        if any(wants(item, name) for item in items):
             LANE.submit(name, folders)
 
 

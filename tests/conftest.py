@@ -28,6 +28,22 @@ from tests.background import Command
 from tests.cheat_session import Session, command, read
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests that read a background session (tests/background.py) run after the other
+    tests of this folder, so that the session runs beside those rather than being waited for;
+    anything outside this folder (the suites' cases) keeps its place after them."""
+    here = Path(__file__).resolve().parent
+    late = {str(item.fspath) for item in items
+            if any(background.wants(item, name) for name in background.MAKERS)}
+
+    def place(item: pytest.Item) -> int:  # whole modules move: their fixtures stay set up once
+        if here not in Path(str(item.fspath)).resolve().parents:
+            return 2
+        return 1 if str(item.fspath) in late else 0
+
+    items.sort(key=place)  # stable: the order within each part is kept
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _background_sessions(request: pytest.FixtureRequest,
                          tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:

@@ -21,6 +21,9 @@ from typing import Any
 
 import pytest
 
+from tests import background
+from tests.background import Command
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tools" / "gpu_check.sh"
 spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "tools" / "gpu_check.py")
@@ -42,9 +45,21 @@ def run_script(out: Path, *args: str) -> tuple[int, str]:
     return done.returncode, done.stdout + done.stderr
 
 
+@background.session("quick_cpu_run", seconds=25)
+def quick_cpu_command(folder: Path) -> Command:
+    """The quick CPU run, in the background (tests/background.py)."""
+    return Command(["--device=cpu", "--quick", "--out", str(folder)], ROOT, timed=True,
+                   env={"PYTHON": sys.executable}, program=("bash", str(SCRIPT)))
+
+
+@pytest.fixture
+def quick_cpu_run(tmp_path_factory: pytest.TempPathFactory) -> background.Done:
+    return background.result("quick_cpu_run", tmp_path_factory)
+
+
 @needs_frameworks
-def test_the_quick_cpu_run_passes_and_writes_its_files(tmp_path: Path) -> None:
-    rc, out = run_script(tmp_path, "--device=cpu", "--quick")
+def test_the_quick_cpu_run_passes_and_writes_its_files(quick_cpu_run: background.Done) -> None:
+    rc, out, tmp_path = quick_cpu_run.returncode, quick_cpu_run.output, quick_cpu_run.folder
     assert rc == 0, out
     assert {p.name for p in tmp_path.iterdir()} == {
         "gpu_check.log", "environment.json", "summary.json", "timed-mlp.json", "junit.tar.gz"}

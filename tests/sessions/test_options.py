@@ -46,7 +46,7 @@ def test_help_shows_the_group_with_defaults(pytester: pytest.Pytester) -> None:
         ("workers", "1,x", "'x' is not a worker count; give an integer from 1 to 1024"),
         ("processes", "0", "'0' is not a process count"),
         ("affinity", "loose", "unknown value 'loose'; choose from: "),
-        ("compile-cache", "pytest.ini", "'pytest.ini' is a file, not a folder"),
+        ("compile-cache", "tox.ini", "'tox.ini' is a file, not a folder"),
     ],
 )
 def test_bad_value_is_a_one_line_usage_error(pytester: pytest.Pytester, option: str, value: str,

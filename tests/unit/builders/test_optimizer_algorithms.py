@@ -11,46 +11,58 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_mlbench import frameworks
+from tests import background
+from tests.background import Command
 
 ROOT = Path(__file__).resolve().parents[3]
 TOLERANCE = 1e-12  # float64 rounding of six steps is ~1e-15; a float32 constant is ~1e-8
-TIMEOUT_S = 300
 
 
-_runs: dict[str, list[dict[str, Any]]] = {}
+FRAMEWORKS = ("numpy", "autograd", "jax", "torch", "tensorflow")
+Runs = Callable[[str], list[dict[str, Any]]]
 
 
-def run(framework: str) -> list[dict[str, Any]]:
-    """The runner's JSON lines for ``framework`` (one process each, run once); the framework
-    skips when not installed."""
-    if framework not in _runs:
-        _runs[framework] = start(framework)
-    return _runs[framework]
+def _declare(framework: str) -> None:
+    """The runner for ``framework`` as a background session (tests/background.py): one
+    process each, started as the test session starts."""
+    def command(folder: Path) -> Command:
+        if frameworks.missing_reason(framework, frameworks.BUILTIN):
+            return Command([], ROOT, program=(sys.executable, "-c", "pass"))
+        path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+        return Command([framework], ROOT, env={"PYTHONPATH": path},
+                       program=(sys.executable, "-m", "tests.optimizer_algorithms"))
+
+    seconds = {"torch": 20.0, "tensorflow": 5.0, "jax": 4.0}.get(framework, 1.0)
+    background.session(f"optimizer-{framework}", seconds, fixture="run")(command)
 
 
-def start(framework: str) -> list[dict[str, Any]]:
-    reason = frameworks.missing_reason(framework, frameworks.BUILTIN)
-    if reason:
-        pytest.skip(reason)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
-        "TF_CPP_MIN_LOG_LEVEL": "2"}
-    done = subprocess.run([sys.executable, "-m", "tests.optimizer_algorithms", framework],
-                          cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=TIMEOUT_S, check=False)
-    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode != 0 or not lines:
-        raise AssertionError(f"tests.optimizer_algorithms {framework} exited with "
-                             f"{done.returncode}:\n{done.stdout[-2000:]}{done.stderr[-4000:]}")
-    return lines
+for _framework in FRAMEWORKS:
+    _declare(_framework)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    """The runner's JSON lines for a framework; the framework skips when not installed."""
+    def lines_of(framework: str) -> list[dict[str, Any]]:
+        reason = frameworks.missing_reason(framework, frameworks.BUILTIN)
+        if reason:
+            pytest.skip(reason)
+        done = background.result(f"optimizer-{framework}", tmp_path_factory)
+        lines = [json.loads(line) for line in done.output.splitlines() if line.startswith("{")]
+        if done.returncode != 0 or not lines:
+            raise AssertionError(f"tests.optimizer_algorithms {framework} exited with "
+                                 f"{done.returncode}:\n{done.output[-6000:]}")
+        return lines
+
+    return lines_of
 
 
 def worst(line: dict[str, Any]) -> tuple[str, float]:
@@ -58,8 +70,8 @@ def worst(line: dict[str, Any]) -> tuple[str, float]:
     return name, float(error)
 
 
-@pytest.mark.parametrize("framework", ["numpy", "autograd", "jax", "torch", "tensorflow"])
-def test_every_framework_runs_the_spec_algorithm_at_float64(framework: str) -> None:
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_every_framework_runs_the_spec_algorithm_at_float64(run: Runs, framework: str) -> None:
     lines = [line for line in run(framework)
              if not line["stock"] and line["variant"] != "bfloat16"]
     assert {line["optimizer"] for line in lines} == {"sgd", "momentum", "adam", "adamw"}
@@ -73,7 +85,8 @@ def test_every_framework_runs_the_spec_algorithm_at_float64(framework: str) -> N
     ("tensorflow", 1e-2),  # Keras's Adam, epsilon on sqrt(v): tens of percent on this problem
     ("torch", 1e-7),  # torch.compile'd Adam with its float32 count: 1 - 0.999^t in float32
 ])
-def test_the_shipped_optimizers_that_differ_are_caught(framework: str, least: float) -> None:
+def test_the_shipped_optimizers_that_differ_are_caught(run: Runs, framework: str,
+                                                       least: float) -> None:
     lines = [line for line in run(framework) if line["stock"]]
     assert {line["optimizer"] for line in lines} == {"adam", "adamw"}
     for line in lines:
@@ -82,7 +95,7 @@ def test_the_shipped_optimizers_that_differ_are_caught(framework: str, least: fl
                                f"passed as the spec's algorithm ({name}: {error:.2e})")
 
 
-def test_kerases_adam_at_bfloat16_follows_the_float64_steps() -> None:
+def test_kerases_adam_at_bfloat16_follows_the_float64_steps(run: Runs) -> None:
     """Within bfloat16's rounding (8 bits: 2% on this problem), not v stuck at zero."""
     lines = [line for line in run("tensorflow") if line["variant"] == "bfloat16"]
     assert {line["optimizer"] for line in lines} == {"adam", "adamw"}

@@ -212,7 +212,7 @@ def test_a_campaign_that_times_nothing_starts_one_pool_a_framework_and_spares_on
     campaign = campaign_of(False)
     monkeypatch.setattr(campaign.untimed, "width", 2)
     monkeypatch.setattr(campaign.pools, "new", lambda key, side, compiler: Pool(key))
-    campaign._start_pools()
+    campaign._start_pools(0)
     assert sorted(k.framework for k in spawned) == ["numpy", "torch"]
     assert all(k.slot == 0 for k in spawned)
     spare = campaign._slots(next(iter(campaign.states.values())))[1]
