@@ -74,6 +74,10 @@ class Lane:
 
     def __init__(self) -> None:
         self.cache = ""  # the test run's shared compile-cache folder
+        # the environment as the test session began: a test's monkeypatched variables (the
+        # owner marks of tests that count their own processes) must not reach a session
+        # started while that test runs
+        self.environ: dict[str, str] = dict(os.environ)
         self._pool: futures.ThreadPoolExecutor | None = None
         self._runs: dict[str, futures.Future[Done]] = {}
 
@@ -90,7 +94,7 @@ class Lane:
         if not command.timed and self.cache and not command.program:
             args.append(f"--mlbench-compile-cache={self.cache}")
         program = command.program or (sys.executable, "-m", "pytest")
-        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **command.env}
+        env = {**self.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **command.env}
         if not command.timed and self.cache:  # a script's own torch.compile shares it too
             env.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(self.cache, "inductor"))
         done = subprocess.run([*program, *args], cwd=command.cwd, env=env,
@@ -109,7 +113,7 @@ LANE = Lane()
 
 def start(items: Iterable[pytest.Item], folders: pytest.TempPathFactory, cache: str) -> None:
     """Start the sessions the selected tests ask for, the longest first."""
-    LANE.cache = cache
+    LANE.cache, LANE.environ = cache, dict(os.environ)
     items = list(items)
     for name in sorted(MAKERS, key=lambda n: -SECONDS[n]):
         if any(wants(item, name) for item in items):
