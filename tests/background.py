@@ -18,6 +18,7 @@ import concurrent.futures as futures
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,7 @@ from pathlib import Path
 import pytest
 
 TIMEOUT_S = 900
+START = time.monotonic()  # as the test session imported this module
 
 
 @dataclass(frozen=True)
@@ -86,10 +88,18 @@ class Lane:
             if self._pool is None:
                 self._pool = futures.ThreadPoolExecutor(1, thread_name_prefix="background")
             folder = folders.mktemp(name)
-            self._runs[name] = self._pool.submit(self._run, MAKERS[name](folder), folder)
+            self._runs[name] = self._pool.submit(self._run, MAKERS[name](folder), folder, name)
         return self._runs[name]
 
-    def _run(self, command: Command, folder: Path) -> Done:
+    def _run(self, command: Command, folder: Path, name: str) -> Done:
+        began = time.monotonic()
+        try:
+            return self._run_command(command, folder)
+        finally:  # when each ran, for a look at how the test run's streams overlap
+            with (folder.parent / "background.log").open("a") as log:
+                log.write(f"{name} {began - START:.1f} {time.monotonic() - START:.1f}\n")
+
+    def _run_command(self, command: Command, folder: Path) -> Done:
         args = list(command.args)
         if not command.timed and self.cache and not command.program:
             args.append(f"--mlbench-compile-cache={self.cache}")
