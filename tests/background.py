@@ -101,8 +101,10 @@ class Lane:
 
     def _run_command(self, command: Command, folder: Path) -> Done:
         args = list(command.args)
-        if not command.timed and self.cache and not command.program:
-            args.append(f"--mlbench-compile-cache={self.cache}")
+        if not command.program:  # a pytest session: its temporary files under its folder
+            args.append(f"--basetemp={folder / 'basetemp'}")
+            if not command.timed and self.cache:
+                args.append(f"--mlbench-compile-cache={self.cache}")
         program = command.program or (sys.executable, "-m", "pytest")
         env = {**self.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **command.env}
         if not command.timed and self.cache:  # a script's own torch.compile shares it too

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,8 @@ import pytest
 from pytest_mlbench.judging import ab
 from pytest_mlbench.measuring.outcome import Outcome
 from pytest_mlbench.storing.record import Identity, Measure, Record
+from tests import background
+from tests.background import Command
 
 TEST_MODULE = """
 def test_case(mlbench_case, benchmark):
@@ -100,37 +103,89 @@ def committed_toy(pytester: pytest.Pytester, base: float, head: float) -> None:
     toy(pytester, head)
 
 
-def test_a_slower_head_fails_the_session(pytester: pytest.Pytester) -> None:
-    committed_toy(pytester, base=0.0, head=SLOW)
-    out = pytester.path / "ab.json"
-    result = pytester.runpytest_subprocess("suites", "--mlbench-ab=HEAD",
-                                           f"--benchmark-json={out}", *JUDGED)
-    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
-    result.stdout.fnmatch_lines(["*mlbench A/B against HEAD (*", "*toy-numpy-eager-cpu-fp32*SLOWER*",
-                                 "mlbench A/B: FAILED: 1 of 1 judged*"])
-    rows = json.loads(out.read_text())["mlbench_ab"]
+def toy_in(folder: Path, slow_s: float) -> None:
+    """``toy`` written into a plain folder (a background session's, tests/background.py)."""
+    files = {"suites/test_toy_ab.py": TEST_MODULE, "suites/toy/spec.py": SPEC,
+             "suites/toy/impl_numpy.py": f"SLOW_S = {slow_s}\n{IMPL}"}
+    for name, text in files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip())
+
+
+def committed_in(folder: Path, base: float, head: float) -> None:
+    toy_in(folder, base)
+    commit(folder, "base")
+    toy_in(folder, head)
+
+
+def commit(folder: Path, message: str) -> None:
+    git(folder, "init", "-q")
+    git(folder, "add", "-A")
+    git(folder, "commit", "-q", "-m", message)
+
+
+# the three A/B sessions, timed, run in the background beside the in-process tests
+@background.session("ab_slower", seconds=20)
+def slower_command(folder: Path) -> Command:
+    committed_in(folder, base=0.0, head=SLOW)
+    return Command(["suites", "--mlbench-ab=HEAD", f"--benchmark-json={folder / 'ab.json'}",
+                    *JUDGED], folder, timed=True)
+
+
+@background.session("ab_faster", seconds=20)
+def faster_command(folder: Path) -> Command:
+    committed_in(folder, base=SLOW, head=0.0)
+    return Command(["suites", "--mlbench-ab=HEAD", *JUDGED], folder, timed=True)
+
+
+@background.session("ab_missing", seconds=7)
+def missing_command(folder: Path) -> Command:
+    (folder / "README.py").write_text("")
+    commit(folder, "before the workload existed")
+    toy_in(folder, 0.0)
+    return Command(["suites", "--mlbench-ab=HEAD", *ARGS], folder, timed=True)
+
+
+@pytest.fixture
+def ab_slower(tmp_path_factory: pytest.TempPathFactory) -> background.Done:
+    return background.result("ab_slower", tmp_path_factory)
+
+
+@pytest.fixture
+def ab_faster(tmp_path_factory: pytest.TempPathFactory) -> background.Done:
+    return background.result("ab_faster", tmp_path_factory)
+
+
+@pytest.fixture
+def ab_missing(tmp_path_factory: pytest.TempPathFactory) -> background.Done:
+    return background.result("ab_missing", tmp_path_factory)
+
+
+def lines(done: background.Done) -> pytest.LineMatcher:
+    return pytest.LineMatcher(done.output.splitlines())
+
+
+def test_a_slower_head_fails_the_session(ab_slower: background.Done) -> None:
+    assert ab_slower.returncode == pytest.ExitCode.TESTS_FAILED, ab_slower.output
+    lines(ab_slower).fnmatch_lines(["*mlbench A/B against HEAD (*",
+                                    "*toy-numpy-eager-cpu-fp32*SLOWER*",
+                                    "mlbench A/B: FAILED: 1 of 1 judged*"])
+    rows = json.loads((ab_slower.folder / "ab.json").read_text())["mlbench_ab"]
     assert rows[0]["verdict"] == "SLOWER" and rows[0]["change"] > 1.0
 
 
-def test_a_faster_head_passes(pytester: pytest.Pytester) -> None:
-    committed_toy(pytester, base=SLOW, head=0.0)
-    result = pytester.runpytest_subprocess("suites", "--mlbench-ab=HEAD", *JUDGED)
-    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    result.stdout.fnmatch_lines(["*toy-numpy-eager-cpu-fp32*faster*",
-                                 "mlbench A/B: passed (1 judged*"])
+def test_a_faster_head_passes(ab_faster: background.Done) -> None:
+    assert ab_faster.returncode == pytest.ExitCode.OK, ab_faster.output
+    lines(ab_faster).fnmatch_lines(["*toy-numpy-eager-cpu-fp32*faster*",
+                                    "mlbench A/B: passed (1 judged*"])
 
 
 def test_a_case_missing_from_the_base_is_not_judged_and_nothing_judged_fails(
-        pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(README="")
-    git(pytester.path, "init", "-q")
-    git(pytester.path, "add", "-A")
-    git(pytester.path, "commit", "-q", "-m", "before the workload existed")
-    toy(pytester, 0.0)
-    result = pytester.runpytest_subprocess("suites", "--mlbench-ab=HEAD", *ARGS)
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["*not in the base revision*",
-                                 "mlbench A/B: nothing judged*"])
+        ab_missing: background.Done) -> None:
+    assert ab_missing.returncode == pytest.ExitCode.TESTS_FAILED, ab_missing.output
+    lines(ab_missing).fnmatch_lines(["*not in the base revision*",
+                                     "mlbench A/B: nothing judged*"])
 
 
 @pytest.mark.parametrize(("value", "message"), [
