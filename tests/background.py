@@ -3,7 +3,9 @@
 it in worker processes, and the tests that read its outcomes only wait for it. So they start
 as the test session's first test starts, one after another on a thread of their own, beside
 the in-process tests and the suites' own check-only campaign, and a test that asks for one's
-outcome waits only for what is left of it. A session no selected test asks for never starts.
+outcome waits only for what is left of it. They start in the order the tests will ask for
+them (tests/conftest.py runs the tests that read them after the others). A session no
+selected test asks for never starts.
 
 A module declares one with ``@background.session(name)`` on a function that makes its folder
 and returns its ``Command``; its fixture ``name`` (the name a test asks for) returns
@@ -50,15 +52,14 @@ class Done:
 
 Maker = Callable[[Path], Command]
 MAKERS: dict[str, Maker] = {}
-SECONDS: dict[str, float] = {}  # about how long each takes alone: the longest start first
 FIXTURES: dict[str, str] = {}  # the fixture that reads each
 
 
-def session(name: str, seconds: float, fixture: str = "") -> Callable[[Maker], Maker]:
+def session(name: str, fixture: str = "") -> Callable[[Maker], Maker]:
     """Declare background session ``name``, read by fixture ``fixture`` (default: ``name``)
     of the declaring module (of every module, when declared in a conftest.py)."""
     def register(make: Maker) -> Maker:
-        MAKERS[name], SECONDS[name], FIXTURES[name] = make, seconds, fixture or name
+        MAKERS[name], FIXTURES[name] = make, fixture or name
         return make
     return register
 
@@ -124,12 +125,12 @@ LANE = Lane()
 
 
 def start(items: Iterable[pytest.Item], folders: pytest.TempPathFactory, cache: str) -> None:
-    """Start the sessions the selected tests ask for, the longest first."""
+    """Start the sessions the selected tests ask for, in the order the tests will ask."""
     LANE.cache, LANE.environ = cache, dict(os.environ)
-    items = list(items)
-    for name in sorted(MAKERS, key=lambda n: -SECONDS[n]):
-        if any(wants(item, name) for item in items):
-            LANE.submit(name, folders)
+    for item in items:
+        for name in MAKERS:
+            if wants(item, name):
+                LANE.submit(name, folders)
 
 
 def result(name: str, folders: pytest.TempPathFactory) -> Done:

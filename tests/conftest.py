@@ -57,7 +57,7 @@ def _background_sessions(request: pytest.FixtureRequest,
     background.LANE.close()
 
 
-@background.session("checked", seconds=55)
+@background.session("checked")
 def checked_command(folder: Path) -> Command:
     """Every cheater and broken implementation with --benchmark-disable (nothing timed, every
     check, one audited round), single-device and two workers."""

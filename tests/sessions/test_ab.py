@@ -126,20 +126,20 @@ def commit(folder: Path, message: str) -> None:
 
 
 # the three A/B sessions, timed, run in the background beside the in-process tests
-@background.session("ab_slower", seconds=20)
+@background.session("ab_slower")
 def slower_command(folder: Path) -> Command:
     committed_in(folder, base=0.0, head=SLOW)
     return Command(["suites", "--mlbench-ab=HEAD", f"--benchmark-json={folder / 'ab.json'}",
                     *JUDGED], folder, timed=True)
 
 
-@background.session("ab_faster", seconds=20)
+@background.session("ab_faster")
 def faster_command(folder: Path) -> Command:
     committed_in(folder, base=SLOW, head=0.0)
     return Command(["suites", "--mlbench-ab=HEAD", *JUDGED], folder, timed=True)
 
 
-@background.session("ab_missing", seconds=7)
+@background.session("ab_missing")
 def missing_command(folder: Path) -> Command:
     (folder / "README.py").write_text("")
     commit(folder, "before the workload existed")

@@ -26,7 +26,7 @@ EAGER = r"the eager variant compiled \(\d+ during (build|check|timing)\)"
 POLICY = r"precision policy fp32 no longer holds after timing: "
 
 
-@background.session("timed", seconds=12)
+@background.session("timed")
 def timed_command(folder: Path) -> Command:
     """Timed, NumPy only, least squares at 256 x 16: a few seconds of rounds in all."""
     return command(folder, "--mlbench-workers=1", "--mlbench-processes=2",

@@ -45,7 +45,7 @@ def run_script(out: Path, *args: str) -> tuple[int, str]:
     return done.returncode, done.stdout + done.stderr
 
 
-@background.session("quick_cpu_run", seconds=25)
+@background.session("quick_cpu_run")
 def quick_cpu_command(folder: Path) -> Command:
     """The quick CPU run, in the background (tests/background.py)."""
     return Command(["--device=cpu", "--quick", "--out", str(folder)], ROOT, timed=True,

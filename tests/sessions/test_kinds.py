@@ -22,7 +22,7 @@ TIMEOUT_S = 600
 HONEST = ["momentum", "adam", "infer", "jvp", "vjp", "hvp", "jacfwd", "jacrev"]
 
 
-@background.session("kinds", seconds=12, fixture="session")
+@background.session("kinds", fixture="session")
 def kinds_command(folder: Path) -> Command:
     suites = folder / "suites"
     shutil.copytree(KINDS, suites, ignore=shutil.ignore_patterns("__pycache__",

@@ -30,7 +30,7 @@ def installed() -> list[str]:
     return [c for f, c in CASES.items() if frameworks.missing_reason(f, frameworks.BUILTIN) is None]
 
 
-@background.session("fp64", seconds=22, fixture="results")
+@background.session("fp64", fixture="results")
 def fp64_command(folder: Path) -> Command:
     """One --benchmark-disable session over the installed CASES, in this repository (none
     installed: a session that only says pytest's version, never the whole catalogue)."""

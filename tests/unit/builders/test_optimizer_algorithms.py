@@ -40,8 +40,7 @@ def _declare(framework: str) -> None:
         return Command([framework], ROOT, env={"PYTHONPATH": path},
                        program=(sys.executable, "-m", "tests.optimizer_algorithms"))
 
-    seconds = {"torch": 20.0, "tensorflow": 5.0, "jax": 4.0}.get(framework, 1.0)
-    background.session(f"optimizer-{framework}", seconds, fixture="run")(command)
+    background.session(f"optimizer-{framework}", fixture="run")(command)
 
 
 for _framework in FRAMEWORKS:
