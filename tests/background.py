@@ -67,9 +67,10 @@ def session(name: str, fixture: str = "") -> Callable[[Maker], Maker]:
 def wants(item: pytest.Item, name: str) -> bool:
     if FIXTURES[name] not in getattr(item, "fixturenames", ()):
         return False
-    home = MAKERS[name].__module__
-    module = getattr(getattr(item, "module", None), "__name__", "")
-    return home.endswith("conftest") or module == home
+    # by file, not module name: a test module imported by another test module too exists
+    # under two names (test_ab, tests.sessions.test_ab), and the later import registers
+    home = Path(MAKERS[name].__code__.co_filename).resolve()
+    return home.name == "conftest.py" or Path(str(item.fspath)).resolve() == home
 
 
 class Lane:
