@@ -4,6 +4,7 @@ once per test session because it starts a worker per framework."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -52,9 +53,14 @@ def _background_sessions(request: pytest.FixtureRequest,
     --mlbench-compile-cache, else a folder of this test run)."""
     cache = request.config.getoption("mlbench_compile_cache", None) or str(
         tmp_path_factory.getbasetemp() / "compile-cache")
-    background.start(request.session.items, tmp_path_factory, cache)
-    yield
-    background.LANE.close()
+    with pytest.MonkeyPatch.context() as patch:
+        # the tests that compile with torch in this process share it too (inductor's
+        # precompiled header is built once a run, not once a folder)
+        patch.setenv("TORCHINDUCTOR_CACHE_DIR",
+                     os.environ.get("TORCHINDUCTOR_CACHE_DIR") or os.path.join(cache, "inductor"))
+        background.start(request.session.items, tmp_path_factory, cache)
+        yield
+        background.LANE.close()
 
 
 @background.session("checked")
