@@ -67,9 +67,9 @@ def _cases(workload: Workload, shape: Any, task: Any, settings: Settings,
 
 
 def data_parallel(workload: Workload, task: Any, framework: str, variant: str) -> bool:
-    """Data-parallel cases: the implementations a spec declares, for plain SGD steps."""
-    sgd = task.kind == "train" and task.optimizer is not None and task.optimizer.name == "sgd"
-    return sgd and workload.data_parallel.get(framework) == variant
+    """Data-parallel cases: the implementations a spec declares, for its training tasks
+    (every optimizer)."""
+    return task.kind == "train" and workload.data_parallel.get(framework) == variant
 
 
 def precisions_for(workload: Workload, settings: Settings) -> tuple[str, ...]:

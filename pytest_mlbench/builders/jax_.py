@@ -92,18 +92,29 @@ class Trainer:
         return loss
 
     def state(self) -> dict[str, Any]:
-        slots, count = {}, None
-        for part in self.opt_state.inner_state:
-            if isinstance(part, optax.TraceState):
-                slots["momentum"] = self.model.flat(part.trace)
-            elif isinstance(part, optax.ScaleByAdamState):
-                slots["m"], slots["v"] = self.model.flat(part.mu), self.model.flat(part.nu)
-                count = part.count
-        return canonical_state(slots, count)
+        return optax_state(self.opt_state, self.model.flat)
 
     def hyperparameters(self) -> dict[str, float]:
-        found = self.opt_state.hyperparams
-        return hyper({HYPER[k]: v for k, v in found.items() if k in HYPER})
+        return optax_hyperparameters(self.opt_state)
+
+
+def optax_state(opt_state: Any, flat: Any = dict) -> dict[str, Any]:
+    """An ``inject_hyperparams`` optimizer's state in the canonical names (``flat``: the
+    model's tree to the spec's flat dict of named arrays)."""
+    slots, count = {}, None
+    for part in opt_state.inner_state:
+        if isinstance(part, optax.TraceState):
+            slots["momentum"] = flat(part.trace)
+        elif isinstance(part, optax.ScaleByAdamState):
+            slots["m"], slots["v"] = flat(part.mu), flat(part.nu)
+            count = part.count
+    return canonical_state(slots, count)
+
+
+def optax_hyperparameters(opt_state: Any) -> dict[str, float]:
+    """The hyper-parameters an ``inject_hyperparams`` optimizer holds, as the spec names them."""
+    found = opt_state.hyperparams
+    return hyper({HYPER[k]: v for k, v in found.items() if k in HYPER})
 
 
 class Jvp(Transform):

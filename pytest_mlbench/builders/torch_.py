@@ -4,6 +4,7 @@ jvp-of-grad / vmap(jacfwd | jacrev) on plain tensors."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -97,26 +98,37 @@ class Trainer:
         return self.train_step()
 
     def state(self) -> dict[str, Any]:
-        names = {"momentum": "momentum_buffer", "m": "exp_avg", "v": "exp_avg_sq"}
-        slots = {slot: self.model.flat(tree_map(lambda p, key=key: self._slot(p, key), self.p))
-                 for slot, key in names.items() if slot in self.opt_spec.slots}
-        count = None
-        if self.opt_spec.counted:
-            first = self.opt.state.get(self.leaves[0], {})
-            count = first.get("step", torch.zeros(()))
-        return canonical_state(slots, count)
-
-    def _slot(self, p: Any, key: str) -> Any:
-        found = self.opt.state.get(p, {}).get(key)
-        return torch.zeros_like(p.detach()) if found is None else found
+        return optimizer_state(self.opt, self.opt_spec, self.model.flat(self.p))
 
     def hyperparameters(self) -> dict[str, float]:
-        group = self.opt.param_groups[0]
-        b1, b2 = group.get("betas", (None, None))
-        return hyper({"lr": group["lr"], "momentum": group.get("momentum"), "b1": b1,
-                      "b2": b2, "eps": group.get("eps"),
-                      "weight_decay": group["weight_decay"] if self.opt_spec.name == "adamw"
-                      else None})
+        return optimizer_hyperparameters(self.opt, self.opt_spec)
+
+
+SLOTS = {"momentum": "momentum_buffer", "m": "exp_avg", "v": "exp_avg_sq"}
+
+
+def optimizer_state(opt: torch.optim.Optimizer, spec: Any,
+                    named: Mapping[str, Any]) -> dict[str, Any]:
+    """``opt``'s state in the canonical names, for the parameters ``named`` (the spec's names);
+    a slot torch has not made yet (before the first step) reads as zeros."""
+    def slot(p: Any, key: str) -> Any:
+        found = opt.state.get(p, {}).get(key)
+        return torch.zeros_like(p.detach()) if found is None else found
+
+    slots = {name: {k: slot(p, key) for k, p in named.items()}
+             for name, key in SLOTS.items() if name in spec.slots}
+    count = None
+    if spec.counted:
+        count = opt.state.get(next(iter(named.values())), {}).get("step", torch.zeros(()))
+    return canonical_state(slots, count)
+
+
+def optimizer_hyperparameters(opt: torch.optim.Optimizer, spec: Any) -> dict[str, float]:
+    group = opt.param_groups[0]
+    b1, b2 = group.get("betas", (None, None))
+    return hyper({"lr": group["lr"], "momentum": group.get("momentum"), "b1": b1, "b2": b2,
+                  "eps": group.get("eps"),
+                  "weight_decay": group["weight_decay"] if spec.name == "adamw" else None})
 
 
 class Jvp(Transform):

@@ -2,11 +2,13 @@
 trainers, so a data-parallel case goes through exactly the checks and timing of any other.
 
 - JAX: one process owning N devices (on CPU, XLA_FLAGS gives N host devices), a Mesh, the
-  batch sharded along its first axis and the parameters replicated; the jitted step follows
-  its inputs' shardings and XLA's SPMD partitioner inserts the gradient all-reduce.
+  batch sharded along its first axis and the parameters and optimizer state replicated; the
+  jitted step (the spec's optimizer through optax, as builders/jax_.py builds it) follows its
+  inputs' shardings and XLA's SPMD partitioner inserts the gradient all-reduce.
 - PyTorch: one process per rank, DistributedDataParallel over gloo (CPU) or NCCL (one GPU per
-  rank), torch.optim.SGD; each rank holds its contiguous slice of the global batch and DDP
-  averages gradients during backward.
+  rank), the spec's optimizer as torch.optim's own (builders/torch_.optimizer: SGD, momentum,
+  Adam, AdamW); each rank holds its contiguous slice of the global batch and DDP averages
+  gradients during backward, so every rank takes the same optimizer step.
 
 Both are built from a mean loss ``loss(params, *data)`` over whatever batch or shard it is
 given, params named as the spec: the implementation's ``data_parallel_loss(case)``, or one
@@ -35,11 +37,9 @@ def _check_batch(case: Any, workers: int) -> int:
 
 
 def jax_mesh(case: Any, loss: Loss, workers: int) -> Any:
-    """A StepTrainer whose data is sharded over a Mesh of ``workers`` devices."""
+    """A MeshTrainer whose data is sharded over a Mesh of ``workers`` devices."""
     import jax
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
-
-    from pytest_mlbench.builders.functional import StepTrainer, sgd_step
 
     _check_batch(case, workers)
     platform = {"cpu": "cpu", "gpu": "gpu", "tpu": "tpu"}[case.id.device]
@@ -52,17 +52,69 @@ def jax_mesh(case: Any, loss: Loss, workers: int) -> Any:
     case.params = {k: jax.device_put(v, replicated) for k, v in case.params.items()}
     case.shard = lambda batch: {k: jax.device_put(v, sharded) for k, v in batch.items()}
     case.data = case.shard(case.data)
-    return StepTrainer(case, sgd_step(loss, jax.value_and_grad, case.learning_rate),
-                       tuple(case.data))
+    return MeshTrainer(case, loss, tuple(case.data))
+
+
+class MeshTrainer:
+    """The spec's optimizer step on a flat dict of parameters (train protocol), through optax
+    as builders/jax_.py runs it: one function passed through ``case.compile`` that returns the
+    gradients too, so loss_and_grads checks the very function that is timed."""
+
+    def __init__(self, case: Any, loss: Loss, data_keys: tuple[str, ...]) -> None:
+        import jax
+        import optax
+
+        from pytest_mlbench.builders.jax_ import committed, transformation
+
+        self.case, self.data_keys, self.p = case, data_keys, dict(case.params)
+        tx = transformation(case.optimizer, case.dtype)
+        self.opt_state = committed(tx.init(self.p), self.p)  # replicated, like the params
+        grads = jax.value_and_grad(loss)
+
+        def train_step(p: Any, opt_state: Any, *data: Any) -> Any:
+            value, g = grads(p, *data)
+            updates, opt_state = tx.update(g, opt_state, p)
+            return value, g, optax.apply_updates(p, updates), opt_state
+
+        self.train_step = case.compile(train_step)
+
+    @property
+    def data(self) -> tuple[Any, ...]:
+        """The batch of the step being called (Case.batch), in ``data_keys`` order."""
+        found = self.case.batch()
+        return tuple(found[k] for k in self.data_keys)
+
+    def params(self) -> dict[str, Any]:
+        return dict(self.p)
+
+    def loss_and_grads(self) -> tuple[Any, dict[str, Any]]:
+        value, g, _, _ = self.train_step(self.p, self.opt_state, *self.data)
+        return value, dict(g)
+
+    def step(self) -> Any:
+        value, _, self.p, self.opt_state = self.train_step(self.p, self.opt_state, *self.data)
+        return value
+
+    def state(self) -> dict[str, Any]:
+        from pytest_mlbench.builders.jax_ import optax_state
+
+        return optax_state(self.opt_state)
+
+    def hyperparameters(self) -> dict[str, float]:
+        from pytest_mlbench.builders.jax_ import optax_hyperparameters
+
+        return optax_hyperparameters(self.opt_state)
 
 
 class TorchDDP:
-    """One rank of a DistributedDataParallel SGD step (train protocol)."""
+    """One rank of a DistributedDataParallel step of the spec's optimizer (train protocol)."""
 
     def __init__(self, case: Any, loss: Loss, dp: dict[str, Any]) -> None:
         import torch
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel
+
+        from pytest_mlbench.builders.torch_ import optimizer
 
         workers, rank = dp["workers"], case.rank
         batch = _check_batch(case, workers)
@@ -79,7 +131,7 @@ class TorchDDP:
         names = sorted(case.params)
         module = _Functional(loss, names, [case.params[k].to(self.device) for k in names])
         self.model = DistributedDataParallel(module, device_ids=[rank] if cuda else None)
-        self.opt = torch.optim.SGD(self.model.parameters(), lr=case.learning_rate)
+        self.opt = optimizer(case.optimizer, list(self.model.module.p))
         per = batch // workers
         device = self.device
         case.shard = lambda found: {k: v[rank * per:(rank + 1) * per].to(device)
@@ -87,11 +139,21 @@ class TorchDDP:
         case.data = case.shard(case.data)  # this rank's shard; each step reads its own
         self.case, self.names = case, names
 
+    def _named(self) -> dict[str, Any]:
+        return dict(zip(self.names, self.model.module.p, strict=True))
+
     def params(self) -> dict[str, Any]:
-        return {k: p.detach() for k, p in zip(self.names, self.model.module.p, strict=True)}
+        return {k: p.detach() for k, p in self._named().items()}
+
+    def state(self) -> dict[str, Any]:
+        from pytest_mlbench.builders.torch_ import optimizer_state
+
+        return optimizer_state(self.opt, self.case.optimizer, self._named())
 
     def hyperparameters(self) -> dict[str, float]:
-        return {"lr": float(self.opt.param_groups[0]["lr"])}
+        from pytest_mlbench.builders.torch_ import optimizer_hyperparameters
+
+        return optimizer_hyperparameters(self.opt, self.case.optimizer)
 
     def _forward_backward(self) -> Any:
         self.opt.zero_grad(set_to_none=True)
