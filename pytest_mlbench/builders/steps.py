@@ -1,7 +1,7 @@
 """A Trainer around one hand-written step function: the level below the builders of
-``pytest_mlbench.builders.functional``, for an implementation that writes its whole step itself
-(tests/cheats use it to write steps that misbehave on purpose). A workload's implementation normally uses a builder:
-``functional.jax(forward, loss)`` and friends.
+``pytest_mlbench.builders.functional``, for an implementation that writes its whole step
+itself (tests/cheats use it to write steps that misbehave on purpose). A workload's
+implementation normally uses a builder: ``functional.jax(forward, loss)`` and friends.
 
 ``StepTrainer`` is a Trainer around one step function ``(params, *data) -> (loss, grads, new
 params)`` passed through ``case.compile``; the data go in positionally in ``data_keys`` order.

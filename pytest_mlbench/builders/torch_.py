@@ -4,7 +4,7 @@ jvp-of-grad / vmap(jacfwd | jacrev) on plain tensors."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -98,7 +98,7 @@ class Trainer:
         return self.train_step()
 
     def state(self) -> dict[str, Any]:
-        return optimizer_state(self.opt, self.opt_spec, self.model.flat(self.p))
+        return optimizer_state(self.opt, self.opt_spec, self.p, self.model.flat)
 
     def hyperparameters(self) -> dict[str, float]:
         return optimizer_hyperparameters(self.opt, self.opt_spec)
@@ -107,19 +107,20 @@ class Trainer:
 SLOTS = {"momentum": "momentum_buffer", "m": "exp_avg", "v": "exp_avg_sq"}
 
 
-def optimizer_state(opt: torch.optim.Optimizer, spec: Any,
-                    named: Mapping[str, Any]) -> dict[str, Any]:
-    """``opt``'s state in the canonical names, for the parameters ``named`` (the spec's names);
-    a slot torch has not made yet (before the first step) reads as zeros."""
+def optimizer_state(opt: torch.optim.Optimizer, spec: Any, tree: Any,
+                    flat: Callable[[Any], dict[str, Any]] = dict) -> dict[str, Any]:
+    """``opt``'s state in the canonical names, for the parameters of ``tree`` (the very
+    tensors ``opt`` holds), each slot's tree made the spec's flat dict by ``flat``; a slot
+    torch has not made yet (before the first step) reads as zeros."""
     def slot(p: Any, key: str) -> Any:
         found = opt.state.get(p, {}).get(key)
         return torch.zeros_like(p.detach()) if found is None else found
 
-    slots = {name: {k: slot(p, key) for k, p in named.items()}
+    slots = {name: flat(tree_map(lambda p, key=key: slot(p, key), tree))
              for name, key in SLOTS.items() if name in spec.slots}
     count = None
     if spec.counted:
-        count = opt.state.get(next(iter(named.values())), {}).get("step", torch.zeros(()))
+        count = opt.state.get(leaves(tree)[0], {}).get("step", torch.zeros(()))
     return canonical_state(slots, count)
 
 
