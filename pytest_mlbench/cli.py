@@ -133,8 +133,7 @@ def time_spent(run: Run) -> Lines:
     mine = run.machine_info.get("mlbench") or {}
     spent = mine.get("time_spent") if isinstance(mine, dict) else None
     if not isinstance(spent, dict) or not isinstance(spent.get("passes"), list):
-        return ["where the time went: not recorded in this run (saved by pytest-mlbench "
-                "before 0.3, or by a session that timed nothing)"]
+        return ["where the time went: not recorded in this run (saved before runs kept it)"]
     try:
         return ["", "where the time went (seconds):", *timesheet.lines(spent)]
     except (TypeError, ValueError, AttributeError) as exc:

@@ -66,7 +66,6 @@ from pytest_mlbench.measuring.plan import Lane, Plan, Side
 from pytest_mlbench.measuring.progress import Progress
 from pytest_mlbench.measuring.untimed_jobs import Job, UntimedJobs
 from pytest_mlbench.precision import POLICIES
-from pytest_mlbench.timesheet import Timesheet
 from pytest_mlbench.workloads import data
 
 __all__ = ["Campaign", "Lane", "Plan"]
@@ -90,7 +89,7 @@ class Campaign:
         self._data_lock = threading.Lock()
         self.peaked: set[tuple[int, PoolKey, str]] = set()
         self.host = HostProbe()  # the host's speed before each timed pass (measuring/hostspeed.py)
-        self.sheet = Timesheet()  # where the campaign's seconds went (timesheet.py)
+        self.sheet = timesheet.Timesheet()  # where the campaign's seconds went (timesheet.py)
         self.pass_no = 0  # the pass under way (0: the first, the one that reports compile time)
         self.progress = Progress(progress, len(self._groups()),
                                  plan.processes if plan.timing else 1, time.monotonic())
