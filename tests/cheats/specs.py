@@ -109,14 +109,13 @@ def mlp(name: str, data_parallel: Mapping[str, str] | None = None, steps_per_cal
 CHECKED = 3  # the checked steps before timing (Workload.check_steps): cheaters switch after
 
 
-class LinNumpy:
-    """The honest least-squares trainer in NumPy, which the NumPy cheaters start from."""
+class _Batched:
+    """A NumPy trainer's data: the step's batch (Case.batch, read at every step) and the
+    learning rate."""
 
     def __init__(self, case: object) -> None:
-        self.w = case.params["w"]  # type: ignore[attr-defined]
-        self.batch = case.batch  # type: ignore[attr-defined]  # read at every step
+        self.batch = case.batch  # type: ignore[attr-defined]
         self.lr = case.learning_rate  # type: ignore[attr-defined]
-        self.calls = 0
 
     @property
     def x(self) -> np.ndarray:
@@ -125,6 +124,15 @@ class LinNumpy:
     @property
     def y(self) -> np.ndarray:
         return self.batch()["y"]
+
+
+class LinNumpy(_Batched):
+    """The honest least-squares trainer in NumPy, which the NumPy cheaters start from."""
+
+    def __init__(self, case: object) -> None:
+        super().__init__(case)
+        self.w = case.params["w"]  # type: ignore[attr-defined]
+        self.calls = 0
 
     def params(self) -> dict[str, np.ndarray]:
         return {"w": self.w}
@@ -216,22 +224,13 @@ def rank_one_cheats(case: Any, loss: Any, cheat: Any) -> Any:
     return shard_loss
 
 
-class MlpNumpy:
+class MlpNumpy(_Batched):
     """The seed MLP's honest NumPy trainer (suites/mlp), which the broken ones start from:
     ``gradient`` is the hand-written backward pass each of them gets wrong in its own way."""
 
     def __init__(self, case: object) -> None:
+        super().__init__(case)
         self.w1, self.w2 = case.params["w1"], case.params["w2"]  # type: ignore[attr-defined]
-        self.batch = case.batch  # type: ignore[attr-defined]  # read at every step
-        self.lr = case.learning_rate  # type: ignore[attr-defined]
-
-    @property
-    def x(self) -> np.ndarray:
-        return self.batch()["x"]
-
-    @property
-    def y(self) -> np.ndarray:
-        return self.batch()["y"]
 
     def params(self) -> dict[str, np.ndarray]:
         return {"w1": self.w1, "w2": self.w2}
