@@ -30,6 +30,7 @@ from pytest_mlbench.measuring import hostspeed
 from pytest_mlbench.options import OptionError, build_gate_settings, parse_alpha, parse_percent
 from pytest_mlbench.reporting import machines as compare
 from pytest_mlbench.reporting import normalised as report
+from pytest_mlbench.reporting import scaling
 from pytest_mlbench.storing import fingerprint
 from pytest_mlbench.storing.baselines import BaselineError, is_explicit
 from pytest_mlbench.storing.runs import Run, load_run
@@ -117,6 +118,8 @@ def one_run(args: argparse.Namespace, run: Run, plots: ModuleType | None) -> Lin
         lines.append(probe)
     if args.processes:
         lines += report.process_table(records, hostspeed.of_run(run.machine_info))
+    if table := scaling.scaling_table(records):
+        lines += ["", "parallel strategies, scaling:", *table, scaling.legend()]
     if args.time:
         lines += time_spent(run)
     if plots is not None:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_mlbench.parallel import STRATEGIES
 from pytest_mlbench.precision import POLICIES
 
 # the gate's marker, registered by plugin.py in every session (its text lives here, with the
@@ -59,7 +60,8 @@ class Settings:
     # True when no precision was given (option and ini left at ``auto``): each workload's
     # ``default_precisions`` then apply, and ``precisions`` holds the fallback for the rest.
     precision_auto: bool = False
-    workers: tuple[int, ...] = (1, 2)  # worker counts; >1 adds data-parallel cases
+    workers: tuple[int, ...] = (1, 2)  # worker counts; >1 adds parallel cases
+    strategies: tuple[str, ...] = tuple(STRATEGIES)  # the parallel strategies to run
     threads: int = 1  # compute threads of every framework in every case
     processes: int = DEFAULT_PROCESSES  # fresh worker processes each timed case is sampled in
     affinity: str = "off"  # leave thread placement to the OS, or pin the busy threads
@@ -259,8 +261,12 @@ def option_table(frameworks: tuple[str, ...] = FRAMEWORKS) -> tuple[Option, ...]
                parse_seed),
         Option("workers", "1,2",
                "comma list of worker counts (devices or processes); counts above 1 add "
-               "data-parallel cases for the implementations that declare them", parse_workers,
+               "parallel cases for the implementations that declare them", parse_workers,
                many=True),
+        Option("strategies", ",".join(STRATEGIES),
+               "comma list of the parallel strategies run at worker counts above 1: "
+               + ", ".join(f"{k} ({v})" for k, v in STRATEGIES.items()),
+               lambda v: parse_list(v, STRATEGIES), many=True),
         # one by default: on a busy or small host, a framework's second compute thread shares a
         # core with the OS and the harness, and eager dispatch then slows by up to 30x (torch
         # eager, 2 cores); every framework gets the same count, so the comparison is fair

@@ -15,6 +15,7 @@ import pytest
 
 from pytest_mlbench import frameworks
 from pytest_mlbench.options import Settings
+from pytest_mlbench.parallel import GAPS, Layout
 from pytest_mlbench.workloads.case import CaseId
 from pytest_mlbench.workloads.catalogue import Catalogue, Problem
 from pytest_mlbench.workloads.spec import Workload
@@ -61,15 +62,24 @@ def _cases(workload: Workload, shape: Any, task: Any, settings: Settings,
             device = resolve_device(settings.device, fw, registry)
             for precision in precisions_for(workload, settings):
                 for workers in settings.workers:
-                    if workers > 1 and not data_parallel(workload, task, fw, variant):
-                        continue
-                    yield CaseId(workload, shape, task, fw, variant, device, precision, workers)
+                    for strategy in strategies(workload, task, fw, variant, workers, settings):
+                        yield CaseId(workload, shape, task, fw, variant, device, precision,
+                                     workers, strategy)
 
 
-def data_parallel(workload: Workload, task: Any, framework: str, variant: str) -> bool:
-    """Data-parallel cases: the implementations a spec declares, for its training tasks
-    (every optimizer)."""
-    return task.kind == "train" and workload.data_parallel.get(framework) == variant
+def strategies(workload: Workload, task: Any, framework: str, variant: str, workers: int,
+               settings: Settings) -> Iterator[str]:
+    """One worker: the single-device case (""); more: each parallel strategy the spec
+    declares for this implementation's training tasks (every optimizer), that the session
+    selects and that this many workers can lay out (a 2-D mesh at four or more)."""
+    if workers == 1:
+        yield ""
+        return
+    if task.kind != "train":
+        return
+    for strategy in workload.strategies(framework, variant):
+        if strategy in settings.strategies and Layout(strategy, workers).unfit() is None:
+            yield strategy
 
 
 def precisions_for(workload: Workload, settings: Settings) -> tuple[str, ...]:
@@ -84,9 +94,11 @@ def case_params(cases: list[CaseId], catalogue: Catalogue,
                 registry: Mapping[str, Any]) -> list[Any]:
     params = []
     for cid in cases:
-        missing = frameworks.missing_reason(cid.framework, dict(registry))
+        missing = frameworks.missing_reason(cid.framework, dict(registry)) or GAPS.get(
+            cid.framework, {}).get(cid.strategy)
         marks = [pytest.mark.skip(reason=missing)] if missing else []
-        if cid.shape.main and cid.task.main:
+        if cid.shape.main and cid.task.main and (
+                not cid.strategy or cid.strategy in cid.workload.main_strategies):
             marks.append(pytest.mark.mlbench_main)
         params.append(pytest.param(cid, id=cid.name, marks=marks))
     return params + broken_params(catalogue) or nothing_here(catalogue, "none")

@@ -174,7 +174,8 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
         kept = f" compile-cache={s.compile_cache}{used}"
     return [f"mlbench: frameworks={','.join(s.frameworks)} variants={','.join(s.variants)} "
             f"device={s.device} precision={precision} size={s.size} seed={s.seed} "
-            f"workers={','.join(map(str, s.workers))} threads={s.threads} "
+            f"workers={','.join(map(str, s.workers))} "
+            f"strategies={','.join(s.strategies)} threads={s.threads} "
             f"processes={s.processes} affinity={s.affinity}{kept}"]
 
 
@@ -330,3 +331,10 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             terminalreporter.write_line(probe)
         if uncounted := normalised.uncounted_line(records):
             terminalreporter.write_line(uncounted)
+        from pytest_mlbench.reporting import scaling
+
+        if table := scaling.scaling_table(records):
+            terminalreporter.section("mlbench: parallel strategies, scaling")
+            for line in table:
+                terminalreporter.write_line(line)
+            terminalreporter.write_line(scaling.legend())

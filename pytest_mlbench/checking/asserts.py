@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_mlbench.parallel import Layout
 from pytest_mlbench.workloads.data import widen
 from pytest_mlbench.workloads.spec import Tolerance, Tolerances
 
@@ -260,6 +261,52 @@ def assert_census(found: int | None, expected: int, *, what: str, where: str = "
         raise AssertionError(f"{where}: {what} hold {found} trainable elements, the spec's "
                              f"parameters {expected}: a parameter (a bias?) trains without "
                              "being reported, or one is missing")
+
+
+SHARD_SLACK_BYTES = 64  # a step count, alignment: what no honest layout is held to
+
+
+def sharded_bytes(shape: tuple[int, ...], itemsize: int, layout: Layout,
+                  axis: int | None) -> int:
+    """The most one worker honestly holds of a tensor of ``shape`` under ``layout``:
+    fsdp, a shard along an axis that divides into the data axis (torch's FSDP2 always shards
+    the first, padding it: a row more at most), else the whole; tp and dpxtp, the plan's
+    ``axis`` divided by the model axis, else the whole; dp, the whole."""
+    whole = int(np.prod(shape, dtype=np.int64)) * itemsize
+    data_n, model_n = layout.mesh
+    if layout.strategy == "fsdp" and shape and any(n % data_n == 0 for n in shape):
+        padded = -(-shape[0] // data_n) * (whole // max(shape[0], 1))
+        return max(whole // data_n, padded)
+    if layout.strategy in ("tp", "dpxtp") and axis is not None:
+        return whole // model_n
+    return whole
+
+
+def assert_sharded(resident: Mapping[str, Sequence[int]], shapes: Mapping[str, tuple[int, ...]],
+                   itemsize: int, slots: int, layout: Layout,
+                   split_axis: Callable[[str], int | None], *, where: str = "") -> None:
+    """No worker holds more parameter, gradient or optimizer-state bytes than its strategy
+    leaves it (``sharded_bytes`` per parameter; the optimizer's ``slots`` per parameter), and
+    every worker reported."""
+    one = sum(sharded_bytes(shape, itemsize, layout, split_axis(name))
+              for name, shape in shapes.items())
+    bounds = {"params": one, "grads": one, "optimizer_state": slots * one}
+    whole = sum(int(np.prod(s, dtype=np.int64)) for s in shapes.values()) * itemsize
+    for what, held in resident.items():
+        if what not in bounds:
+            raise AssertionError(f"{where}: the engine reported {what!r}; expected params, "
+                                 "grads, optimizer_state")
+        if len(held) != layout.workers:
+            raise AssertionError(f"{where}: {len(held)} worker(s) said what they hold, the "
+                                 f"{layout.strategy} layout has {layout.workers}")
+        for rank, found in enumerate(held):
+            if found > bounds[what] + SHARD_SLACK_BYTES:
+                copies = found / (whole * (slots if what == "optimizer_state" else 1) or 1)
+                raise AssertionError(
+                    f"{where}: worker {rank} holds {found:,} bytes of {what.replace('_', ' ')}"
+                    f", more than {bounds[what]:,}, what {layout.label} leaves a worker "
+                    f"({copies:.2f} of a whole copy): the {layout.strategy} strategy is "
+                    "claimed but that state is not sharded as it says")
 
 
 def assert_plausible(gflops: float | None, peak: float | None, *, margin: float,

@@ -32,6 +32,7 @@ from pytest_mlbench.checking.asserts import (
     assert_identical,
     assert_no_retrace,
     assert_same_keys,
+    assert_sharded,
     assert_trajectory_close,
     assert_trees_close,
     assert_variant_applied,
@@ -411,6 +412,22 @@ def check_finish(ctx: Context, finish: Finished) -> None:
         if finish.trained is not None:  # the first pass only (measuring/case_run.py: ``full``)
             check_trained(ctx, finish)
     check_census(ctx, finish.census, "after timing")
+    if cid.strategy:
+        check_sharding(ctx, finish.resident)
+
+
+def check_sharding(ctx: Context, resident: dict[str, list[int]] | None) -> None:
+    """Every worker of a parallel case holds no more of the parameters, their gradients and
+    the optimizer state than its strategy leaves it: fsdp a shard of each, tp and dpxtp the
+    plan's split; a strategy claimed but not carried out (state kept whole) fails."""
+    cid = ctx.cid
+    if resident is None:
+        raise AssertionError(f"{ctx.where}: the {cid.strategy} case reported nothing about "
+                             "what its workers hold")
+    slots = len(cid.task.optimizer.slots) if cid.task.optimizer else 0
+    shapes = {k: tuple(v.shape) for k, v in ctx.params.items()}
+    assert_sharded(resident, shapes, ctx.dtype.itemsize, slots, cid.layout,
+                   cid.workload.split_axis, where=ctx.where)
 
 
 def check_trained(ctx: Context, finish: Finished) -> None:

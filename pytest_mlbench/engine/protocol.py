@@ -130,6 +130,9 @@ class Finished:
     dtypes: dict[str, str]
     snapshot: Snapshot | None = None  # training, when asked to evaluate
     trained: Gradient | None = None  # loss and gradient where training took the parameters
+    # a parallel case: bytes of parameters, gradients and optimizer state held on each of
+    # this reply's workers (a torch rank: one; a JAX process: each device of its mesh)
+    resident: dict[str, list[int]] | None = None
 
 
 @dataclass(frozen=True)

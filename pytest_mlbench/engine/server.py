@@ -46,7 +46,8 @@ class CaseServer:
         workload = catalogue.load_workload(root / spec["workload"])
         shape, task = workload.shape(spec["size"], spec["shape"]), workload.task(spec["task"])
         self.id = CaseId(workload, shape, task, spec["framework"], spec["variant"],
-                         spec["device"], spec["precision"], spec["workers"])
+                         spec["device"], spec["precision"], spec["workers"],
+                         spec["strategy"])
         self.policy = POLICIES[spec["precision"]]
         # per phase: the implementation's own compilations, and every compilation the
         # framework's backend made (eager dispatch's too, where the adapter tells them apart)
@@ -78,14 +79,14 @@ class CaseServer:
 
     def _build(self, root: Path, workload: Any, dp: dict[str, Any] | None) -> Any:
         module = catalogue.implementation(root, workload, self.id.framework)
-        if self.id.workers > 1:
+        if self.id.strategy:
             loss = catalogue.data_parallel_loss(module, self.case)
             if loss is None:
                 raise runners.ProtocolError(
                     f"{self.where}: impl_{self.id.framework}.py has no functional loss (build "
                     "= functional.<fw>(forward, loss)) nor data_parallel_loss(case), one of "
-                    "which the spec's data_parallel entry needs")
-            return self.adapter.data_parallel(self.case, loss, dp or {})
+                    "which the spec's parallel entry needs")
+            return self.adapter.parallel(self.case, loss, dp or {})
         return module.build(self.case)
 
     def _outputs_shape(self, inputs: dict[str, np.ndarray]) -> tuple[int, ...] | None:
@@ -297,7 +298,19 @@ class CaseServer:
             trained = found
         return Finished(traces=traces, compiles=compiles, backend_compiles=backend,
                         compile_s=compile_s, policy=policy, census=census, dtypes=dtypes,
-                        snapshot=snapshot, trained=trained)
+                        snapshot=snapshot, trained=trained, resident=self._resident())
+
+    def _resident(self) -> dict[str, list[int]] | None:
+        """A parallel case's engine's account of what each worker holds (after the trained
+        evaluation, so that gradients are there); None for a single-device case."""
+        if not self.id.strategy:
+            return None
+        held = getattr(self.runner.impl, "resident", None)
+        if not callable(held):
+            raise runners.ProtocolError(
+                f"{self.where}: the {self.id.strategy} trainer has no resident() saying what "
+                "each worker holds, which the sharding check reads")
+        return {k: [int(b) for b in v] for k, v in held().items()}
 
     def pretouch(self) -> Heap:
         """Fault the heap in, with headroom, before the timed rounds (allocator.py)."""

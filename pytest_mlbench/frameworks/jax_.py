@@ -237,8 +237,8 @@ class JaxAdapter:
         return Compiled(jax.jit(counter), variant, traces=lambda: counter.count,
                         name=getattr(fn, "__name__", ""))
 
-    def data_parallel(self, case: Any, loss: Callable[..., Any], dp: dict[str, Any]) -> Any:
-        from pytest_mlbench.frameworks.data_parallel import jax_mesh
+    def parallel(self, case: Any, loss: Callable[..., Any], dp: dict[str, Any]) -> Any:
+        from pytest_mlbench.frameworks.distributed import jax_mesh
 
         return jax_mesh(case, loss, dp["workers"])
 

@@ -215,10 +215,12 @@ class TorchAdapter:
                         guard=lambda: torch.compiler.set_stance("fail_on_recompile"),
                         name=getattr(fn, "__name__", ""))
 
-    def data_parallel(self, case: Any, loss: Callable[..., Any], dp: dict[str, Any]) -> Any:
-        from pytest_mlbench.frameworks.data_parallel import TorchDDP
+    def parallel(self, case: Any, loss: Callable[..., Any], dp: dict[str, Any]) -> Any:
+        from pytest_mlbench.frameworks.distributed import TorchDDP, TorchSharded
 
-        return TorchDDP(case, loss, dp)
+        if case.id.strategy == "dp":
+            return TorchDDP(case, loss, dp)
+        return TorchSharded(case, loss, dp)
 
     def warm_up_compiler(self) -> None:
         """inductor's one-time start-up (imports, toolchain checks, its first C++ build), so a

@@ -85,6 +85,7 @@ class PassFacts:
     compile_s: float | None = None
     first_call_s: float | None = None
     peak_memory: tuple[int, str] | None = None
+    resident: dict[str, list[int]] | None = None  # a parallel case's bytes held per worker
 
 
 @dataclass
@@ -396,7 +397,7 @@ class CaseRun:
             uncounted_rounds=tuple(uncounted), audit_secret=self.secret,
             data_secret=self.data_secret,
             clock=dict(self.clock), compiles=done.compiles, census=done.census,
-            arithmetic=dict(self.ctx.arithmetic),
+            arithmetic=dict(self.ctx.arithmetic), resident=done.resident,
             compile_s=self.compile_s if self.full else None,
             first_call_s=(self.checked_step_s[0] if self.checked_step_s else None)
             if self.full else None,
@@ -505,10 +506,15 @@ def agree(values: Sequence[R], where: str) -> R:
     elif isinstance(first, p.Gradient):
         grads = cast(Sequence[p.Gradient], values)
         agreed = replace(first, loss=np.mean([v.loss for v in grads]))
-    elif isinstance(first, p.Finished) and first.trained is not None:
+    elif isinstance(first, p.Finished):
         done = cast(Sequence[p.Finished], values)
-        agreed = replace(first, trained=agree([v.trained for v in done],
-                                              f"{where} after timing"))
+        if first.trained is not None:
+            agreed = replace(first, trained=agree([v.trained for v in done],
+                                                  f"{where} after timing"))
+        if first.resident is not None:  # each rank's own workers, in rank order
+            agreed = replace(agreed, resident={
+                k: [b for v in done for b in (v.resident or {}).get(k, [])]
+                for k in first.resident})
     return cast(R, agreed)
 
 

@@ -66,6 +66,8 @@ class CaseState:
         checks["compiles"] = facts.compiles
         checks["census"] = facts.census
         checks["arithmetic"] = dict(facts.arithmetic)  # phases.check_arithmetic
+        if facts.resident is not None:  # a parallel case: phases.check_sharding
+            checks["resident"] = dict(facts.resident)
 
     @property
     def alive(self) -> bool:
@@ -104,7 +106,7 @@ def record_of(state: CaseState, plan: Plan, peaks: dict[str, float]) -> Record:
         workload=cid.workload.name, shape=cid.shape.label, dims=dict(cid.shape.dims),
         task=cid.task.label, kind=cid.task.kind, framework=cid.framework,
         variant=cid.variant, device=cid.device, precision=cid.precision,
-        dtype=POLICIES[cid.precision].dtype, workers=cid.workers,
+        dtype=POLICIES[cid.precision].dtype, workers=cid.workers, strategy=cid.strategy,
         threads=plan.threads, data_sha256=state.digest, head=cid.head)
     measure = None
     if state.timed:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from pytest_mlbench import stats
+from pytest_mlbench.parallel import STRATEGIES, Layout
 
 SCHEMA = 2
 KINDS = ("train", "infer", "transform")
@@ -43,31 +44,33 @@ class Identity:
     threads: int | None = None  # None: not recorded (schema 1)
     data_sha256: str = ""
     head: str = ""  # the id's leading part: workload[-shape][-task]
+    strategy: str = ""  # parallel.STRATEGIES; "" single device (records before it: dp)
 
     @property
     def key(self) -> tuple[Any, ...]:
         """The facts that must match for two measurements to be comparable."""
         return (self.workload, self.task, self.shape, tuple(sorted(self.dims.items())),
                 self.framework, self.variant, self.device, self.precision, self.dtype,
-                self.workers, self.threads, self.data_sha256)
+                self.workers, self.strategy, self.threads, self.data_sha256)
 
     @property
     def impl(self) -> str:
-        """``jax-jit``; ``torch-eager-w2`` for a data-parallel case."""
-        base = f"{self.framework}-{self.variant}"
-        return f"{base}-w{self.workers}" if self.workers > 1 else base
+        """``jax-jit``; ``torch-eager-fsdp-w2`` for a parallel case."""
+        label = Layout(self.strategy, self.workers).label
+        return f"{self.framework}-{self.variant}" + (f"-{label}" if label else "")
 
     @property
     def group(self) -> str:
         """Cases compared in one table: same workload, shape, task, device, precision and
-        worker count."""
-        workers = f" w{self.workers}" if self.workers > 1 else ""
-        return f"{self.head or self.workload} {self.device} {self.precision}{workers}"
+        parallel layout (strategy and worker count)."""
+        label = Layout(self.strategy, self.workers).label
+        return f"{self.head or self.workload} {self.device} {self.precision}" + (
+            f" {label}" if label else "")
 
     def differences(self, other: Identity) -> list[str]:
         """``field: self -> other`` for every identity fact that differs."""
         names = ("workload", "task", "shape", "dims", "framework", "variant", "device",
-                 "precision", "dtype", "workers", "threads", "data_sha256")
+                 "precision", "dtype", "workers", "strategy", "threads", "data_sha256")
         return [f"{n}: {getattr(self, n)!r} -> {getattr(other, n)!r}" for n in names
                 if _norm(getattr(self, n)) != _norm(getattr(other, n))]
 
@@ -75,8 +78,8 @@ class Identity:
         return {"workload": self.workload, "shape": self.shape, "dims": dict(self.dims),
                 "task": self.task, "kind": self.kind, "framework": self.framework,
                 "variant": self.variant, "device": self.device, "precision": self.precision,
-                "dtype": self.dtype, "workers": self.workers, "threads": self.threads,
-                "data_sha256": self.data_sha256, "head": self.head}
+                "dtype": self.dtype, "workers": self.workers, "strategy": self.strategy,
+                "threads": self.threads, "data_sha256": self.data_sha256, "head": self.head}
 
 
 def _norm(value: Any) -> Any:
@@ -243,12 +246,17 @@ def _identity(data: Mapping[str, Any]) -> Identity:
     kind = _text(data, "kind")
     if kind not in KINDS:
         raise RecordError(f"'kind' {kind!r} is not one of {', '.join(KINDS)}")
+    workers = int(_count(data, "workers", 1) or 1)
+    strategy = _text(data, "strategy", "dp" if workers > 1 else "")
+    if strategy not in ("", *STRATEGIES) or bool(strategy) != (workers > 1):
+        raise RecordError(f"'strategy' {strategy!r} with {workers} worker(s): expected one of "
+                          f"{', '.join(STRATEGIES)} above one worker, \"\" at one")
     return Identity(
         workload=_text(data, "workload"), shape=_text(data, "shape", ""),
         dims=_dims(data.get("dims")), task=_text(data, "task"), kind=kind,
         framework=_text(data, "framework"), variant=_text(data, "variant"),
         device=_text(data, "device"), precision=_text(data, "precision"),
-        dtype=_text(data, "dtype"), workers=int(_count(data, "workers", 1) or 1),
+        dtype=_text(data, "dtype"), workers=workers, strategy=strategy,
         threads=_count(data, "threads", None, optional=True),
         data_sha256=_text(data, "data_sha256", ""), head=_text(data, "head", ""))
 
@@ -304,7 +312,8 @@ def migrate_v1(bench: Mapping[str, Any], info: Mapping[str, Any]) -> Record:
     stats_ = bench.get("stats")
     if not isinstance(stats_, Mapping):
         raise RecordError("'stats' is not an object")
-    workers = info.get("workers", 1)
+    found = info.get("workers", 1)
+    workers = found if isinstance(found, int) and not isinstance(found, bool) else 1
     variant = _text(info, "variant", "") or str(info.get("backend", ""))
     shape = _text(info, "shape", "")
     workload = _text(info, "workload")
@@ -313,8 +322,8 @@ def migrate_v1(bench: Mapping[str, Any], info: Mapping[str, Any]) -> Record:
         kind="train", framework=_text(info, "framework"), variant=variant,
         device=_text(info, "device", "cpu"), precision=_text(info, "precision"),
         dtype=_text(info, "dtype", "float32" if info.get("precision") == "fp32" else ""),
-        workers=int(workers) if isinstance(workers, int) and not isinstance(workers, bool)
-        else 1, threads=None, data_sha256=_text(info, "data_sha256", ""),
+        workers=workers, strategy="dp" if workers > 1 else "", threads=None,
+        data_sha256=_text(info, "data_sha256", ""),
         head=f"{workload}-{shape}" if shape else workload)
     data = stats_.get("data")
     measure = None

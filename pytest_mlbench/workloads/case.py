@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_mlbench.frameworks.base import Compiled
+from pytest_mlbench.parallel import Layout
 from pytest_mlbench.precision import Policy
 from pytest_mlbench.workloads.optim import Optimizer
 from pytest_mlbench.workloads.spec import Shape, Task, Workload
@@ -23,6 +24,11 @@ class CaseId:
     device: str
     precision: str
     workers: int = 1
+    strategy: str = ""  # parallel.STRATEGIES; "" for a single-device case
+
+    @property
+    def layout(self) -> Layout:
+        return Layout(self.strategy, self.workers)
 
     @property
     def head(self) -> str:
@@ -34,26 +40,28 @@ class CaseId:
 
     @property
     def impl(self) -> str:
-        base = f"{self.framework}-{self.variant}"
-        return f"{base}-w{self.workers}" if self.workers > 1 else base
+        label = self.layout.label
+        return f"{self.framework}-{self.variant}" + (f"-{label}" if label else "")
 
     @property
     def name(self) -> str:
-        """``mlp-jax-jit-cpu-fp32``; ``mlp-torch-eager-w2-cpu-fp32`` for two workers."""
+        """``mlp-jax-jit-cpu-fp32``; ``mlp-torch-eager-fsdp-w2-cpu-fp32`` for two workers
+        sharding the parameters, ``vit-jax-jit-dp2xtp2-cpu-fp32`` on a 2-D mesh."""
         return f"{self.head}-{self.impl}-{self.device}-{self.precision}"
 
     @property
     def group(self) -> str:
         """Cases compared with each other in one table (Identity.group says the same)."""
-        workers = f" w{self.workers}" if self.workers > 1 else ""
-        return f"{self.head} {self.device} {self.precision}{workers}"
+        label = self.layout.label
+        return f"{self.head} {self.device} {self.precision}" + (f" {label}" if label else "")
 
     def spec(self, root: str, size: str, seed: int) -> dict[str, Any]:
         """What a worker needs to rebuild this case: names only, no objects."""
         return {"root": root, "workload": self.workload.name, "size": size,
                 "shape": self.shape.label, "task": self.task.label,
                 "framework": self.framework, "variant": self.variant, "device": self.device,
-                "precision": self.precision, "workers": self.workers, "seed": seed,
+                "precision": self.precision, "workers": self.workers,
+                "strategy": self.strategy, "seed": seed,
                 "name": self.name}
 
 

@@ -133,14 +133,18 @@ def file_problems(folder: Path, spec: Workload, frameworks: tuple[str, ...]) -> 
         where = f" (nor in {spec.implementations_from}/)" if spec.implementations_from else ""
         out.append(Problem(folder / f"impl_{name}.py", f"is missing{where}, but "
                                                        f"SPEC.implementations names {name!r}"))
-    for name in sorted(set(declared) | set(spec.data_parallel)):
+    declared_parallel = spec.parallel if isinstance(spec.parallel, Mapping) and all(
+        isinstance(v, Mapping) for v in spec.parallel.values()) else {}  # else a type rule's
+    named = {fw for by_fw in declared_parallel.values() for fw in by_fw}
+    for name in sorted(set(declared) | named):
         if name not in frameworks:
             out.append(Problem(folder / "spec.py", f"names framework {name!r}, which no adapter "
                                                    f"provides (known: {', '.join(frameworks)})"))
-    for name, variant in spec.data_parallel.items():
-        if variant not in spec.implementations.get(name, ()):
-            out.append(Problem(folder / "spec.py", f"data_parallel[{name!r}] = {variant!r} is "
-                                                   "not a variant its implementations declare"))
+    for strategy, by_fw in declared_parallel.items():
+        for name, variant in by_fw.items():
+            if variant not in spec.implementations.get(name, ()):
+                out.append(Problem(folder / "spec.py", f"parallel[{strategy!r}][{name!r}] = "
+                                   f"{variant!r} is not a variant its implementations declare"))
     return out
 
 

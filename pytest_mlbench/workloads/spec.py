@@ -21,12 +21,14 @@ differences and cross-checked when both are installed.
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from pytest_mlbench.parallel import DECLARED, STRATEGIES
 from pytest_mlbench.precision import POLICIES
 from pytest_mlbench.workloads.optim import Optimizer
 
@@ -132,7 +134,16 @@ class Workload:
     default_precisions: tuple[str, ...] | None = None
     data_key: str | None = None  # seed the data from another workload's name: same bytes
     tolerances: Mapping[str, Tolerances] = field(default_factory=dict)  # per precision
-    data_parallel: Mapping[str, str] = field(default_factory=dict)  # framework -> variant
+    # parallel strategies (pytest_mlbench/parallel.py) at more than one worker: strategy
+    # ("dp", "fsdp", "tp") -> {framework: the variant that runs it}; "dpxtp" (a 2-D mesh) is
+    # there where both dp and tp are
+    parallel: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # the tensor-parallel plan: a parameter-name pattern (fnmatch) -> the axis its tensor is
+    # split along over the model axis (Megatron: 1 for a column-parallel weight (in, out) and
+    # its bias 0, 0 for the row-parallel weight after it); unnamed parameters are replicated
+    tensor_parallel: Mapping[str, int] = field(default_factory=dict)
+    # the strategies whose cases (at the headline shape and task) join the main job
+    main_strategies: tuple[str, ...] = ("dp",)
     # another workload folder (beside this one) whose impl_<framework>.py serve every
     # framework this folder has no file for: one model, other tasks or data
     implementations_from: str | None = None
@@ -183,6 +194,19 @@ class Workload:
 
     def inputs(self, data: Mapping[str, Any]) -> dict[str, Any]:
         return {k: data[k] for k in self.input_keys if k in data}
+
+    def strategies(self, framework: str, variant: str) -> tuple[str, ...]:
+        """The parallel strategies this implementation runs (parallel.STRATEGIES order)."""
+        found = [s for s in DECLARED if self.parallel.get(s, {}).get(framework) == variant]
+        if "dp" in found and "tp" in found:
+            found.append("dpxtp")
+        return tuple(found)
+
+    def split_axis(self, name: str) -> int | None:
+        """The axis the tensor-parallel plan splits parameter ``name`` along (None: kept
+        whole on every worker of the model axis)."""
+        return next((axis for pattern, axis in self.tensor_parallel.items()
+                     if fnmatch.fnmatchcase(name, pattern)), None)
 
     def unsupported_reason(self, *parts: str) -> str | None:
         for key, reason in self.unsupported.items():
@@ -249,8 +273,33 @@ class Workload:
                                        and "/" not in source and "\\" not in source):
             out.append(f"implementations_from={_short(source)} must be the name of another "
                        "workload folder beside this one, e.g. 'mlp'")
+        out += self._parallel_type_problems()
         if not (isinstance(self.check_steps, int) and self.check_steps >= 1):
             out.append(f"check_steps={self.check_steps!r} must be a positive integer")
+        return out
+
+    def _parallel_type_problems(self) -> list[str]:
+        out = []
+        declared = self.parallel
+        if not isinstance(declared, Mapping) or not all(
+                k in DECLARED and isinstance(v, Mapping)
+                and all(isinstance(f, str) and isinstance(x, str) for f, x in v.items())
+                for k, v in declared.items()):
+            out.append(f"parallel={_short(declared)} must map a strategy ({', '.join(DECLARED)}) "
+                       "to {framework: variant}, e.g. {'dp': {'jax': 'jit', 'torch': 'eager'}}")
+        elif "tp" in declared and not self.tensor_parallel:
+            out.append("parallel declares 'tp' but tensor_parallel names no parameter to split: "
+                       "give {parameter-name pattern: axis}, e.g. {'w1': 1, 'w2': 0}")
+        main = self.main_strategies
+        if not isinstance(main, tuple | list) or not set(main) <= set(STRATEGIES):
+            out.append(f"main_strategies={_short(main)} must be a tuple of strategies "
+                       f"({', '.join(STRATEGIES)})")
+        plan = self.tensor_parallel
+        if not isinstance(plan, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                for k, v in plan.items()):
+            out.append(f"tensor_parallel={_short(plan)} must map a parameter-name pattern to the "
+                       "axis it is split along, e.g. {'*fc_w': 1, '*fc2_w': 0}")
         return out
 
     def _flops_problems(self) -> list[str]:

@@ -146,7 +146,7 @@ SPEC = Workload(
     name="gpt",
     summary=__doc__.splitlines()[0],
     sizes={
-        "smoke": (Shape(size(batch=2, seq=16, vocab=64, dim=64, layers=1)),),
+        "smoke": (Shape(size(batch=4, seq=16, vocab=64, dim=64, layers=1)),),
         # a character-level model, 8 sequences of 64: about 1.4 GFLOP a step
         "default": (Shape(size(batch=8, seq=64, vocab=256, dim=128, layers=2)),),
         # nanoGPT's shakespeare_char baby GPT (its 6 heads of 64 are 12 heads of 32 here:
@@ -161,6 +161,15 @@ SPEC = Workload(
     objective=objective,
     input_keys=("tokens",),
     flops_per_step=flops,
+    # parallel cases (--mlbench-workers above 1, docs/DISTRIBUTED.md); Megatron's split of a
+    # block's MLP: the first matmul by columns (its bias with it), the second by rows. The
+    # attention stays whole: its fused weight's columns are [q | k | v], so an even split by
+    # columns does not fall on head boundaries (DTensor refuses the head reshape after it)
+    parallel={s: {"jax": "jit", "torch": "eager", "tensorflow": "jit"}
+              for s in ("dp", "fsdp", "tp")},
+    tensor_parallel={"*fc_w": 1, "*fc_b": 0, "*fc2_w": 0},
+    # the main job's scaling question: the same model replicated, sharded and split
+    main_strategies=("dp", "fsdp", "tp", "dpxtp"),
     implementations={
         "jax": ("eager", "jit"),
         "torch": ("eager", "jit"),

@@ -59,8 +59,11 @@ SPEC = Workload(
     loss=loss,
     grad=grad,
     flops_per_step=flops,
-    # data-parallel cases (--mlbench-workers above 1): JAX sharding over a Mesh, torch DDP
-    data_parallel={"jax": "jit", "torch": "eager"},
+    # parallel cases (--mlbench-workers above 1, docs/DISTRIBUTED.md): JAX over a Mesh,
+    # torch DDP, FSDP2 and DTensor; Megatron's MLP split: w1 by columns, w2 by rows
+    parallel={s: {"jax": "jit", "torch": "eager", "tensorflow": "jit"}
+              for s in ("dp", "fsdp", "tp")},
+    tensor_parallel={"w1": 1, "w2": 0},
     implementations={
         "numpy": ("eager",),
         "numba": ("jit",),

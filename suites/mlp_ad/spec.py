@@ -98,7 +98,7 @@ SPEC = replace(
     forward=forward,
     objective=objective,
     flops_per_step=None,
-    data_parallel={},
+    parallel={},
     unsupported={
         ("tensorflow", "jacfwd"): "TensorFlow has no per-example forward-mode Jacobian "
                                   "(tape.batch_jacobian is reverse mode)",

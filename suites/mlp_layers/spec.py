@@ -19,7 +19,7 @@ SPEC = replace(
     name="mlp_layers",
     summary=__doc__.splitlines()[0],
     data_key=MLP.SPEC.name,
-    data_parallel={},
+    parallel={},
     implementations={
         "jax": ("eager", "jit"),
         "torch": ("eager", "jit"),

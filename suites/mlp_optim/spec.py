@@ -42,9 +42,9 @@ SPEC = replace(
     # Adam is the main job's (-m mlbench_main); momentum and AdamW run when asked for.
     tasks=(train(momentum(1e-2, 0.9), main=False), train(adam(1e-3, eps=EPS)),
            train(adamw(1e-3, eps=EPS, weight_decay=1e-2), main=False)),
-    # data-parallel cases (--mlbench-workers above 1) of every optimizer: the mlp's JAX Mesh
-    # and torch DDP, the spec's optimizer on every rank (frameworks/data_parallel.py)
-    data_parallel={"jax": "jit", "torch": "eager"},
+    # parallel cases (--mlbench-workers above 1) of every optimizer: replicated (dp) and
+    # sharded (fsdp: the optimizer's slots sharded with the parameters), the mlp's engines
+    parallel={s: {"jax": "jit", "torch": "eager"} for s in ("dp", "fsdp")},
     implementations={
         "numpy": ("eager",),
         "autograd": ("eager",),

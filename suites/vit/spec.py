@@ -288,8 +288,11 @@ SPEC = Workload(
     loss=loss,
     grad=grad,
     flops_per_step=flops,
-    # data-parallel cases (--mlbench-workers above 1): JAX sharding over a Mesh, torch DDP
-    data_parallel={"jax": "jit", "torch": "eager"},
+    # parallel cases (--mlbench-workers above 1, docs/DISTRIBUTED.md); Megatron's split of a
+    # block's MLP, as gpt's (the fused qkv weight's even column split is not head-aligned)
+    parallel={s: {"jax": "jit", "torch": "eager", "tensorflow": "jit"}
+              for s in ("dp", "fsdp", "tp")},
+    tensor_parallel={"*fc1_w": 1, "*fc1_b": 0, "*fc2_w": 0},
     implementations={
         "jax": ("eager", "jit"),
         "torch": ("eager", "jit"),

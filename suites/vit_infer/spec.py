@@ -105,5 +105,5 @@ SPEC = replace(
     forward=forward,
     objective=objective,
     flops_per_step=None,
-    data_parallel={},
+    parallel={},
 )

@@ -51,8 +51,9 @@ def assert_caught(session: Session, case: str, pattern: str) -> None:
     assert re.search(pattern, result.message), f"{case}: {result.message}"
 
 
-def case(name: str, framework: str, variant: str = "eager", workers: int = 1) -> str:
-    w = f"-w{workers}" if workers > 1 else ""
+def case(name: str, framework: str, variant: str = "eager", workers: int = 1,
+         strategy: str = "dp") -> str:
+    w = f"-{strategy}-w{workers}" if workers > 1 else ""
     return f"{name}-{framework}-{variant}{w}-cpu-fp32"
 
 
@@ -241,6 +242,35 @@ def test_data_parallel_replicas_that_drift_apart_fail(checked: Session) -> None:
                   r"rank 1 vs rank 0 .*w1: not the same bytes: \d+ of 16384 elements differ")
 
 
+# -- sharded ------------------------------------------------------------------------------------
+
+SHARDING = r"worker 0 holds [\d,]+ bytes of {what}, more than [\d,]+, what fsdp-w2 leaves a " \
+           r"worker \(1\.00 of a whole copy\): the fsdp strategy is claimed but that state is " \
+           r"not sharded"
+
+
+@pytest.mark.parametrize(("framework", "variant"), [("torch", "eager"), ("jax", "jit")])
+def test_fsdp_claimed_over_replicated_parameters_fails_the_sharding_check(
+        checked: Session, framework: str, variant: str) -> None:
+    """The hook's adapter runs the replicated engine behind an fsdp id: every number is right,
+    and only what each worker holds says the claim is false."""
+    assert_caught(checked, case("fsdpwhole", framework, variant, 2, "fsdp"),
+                  SHARDING.format(what="params"))
+
+
+def test_fsdp_with_its_optimizer_state_whole_on_every_device_fails(checked: Session) -> None:
+    """JAX: parameters sharded, Adam's slots placed whole on every device."""
+    assert_caught(checked, case("fsdpstate", "jax", "jit", 2, "fsdp"),
+                  SHARDING.format(what="optimizer state"))
+
+
+def test_an_all_gather_of_a_stale_shard_fails_its_audited_round(checked: Session) -> None:
+    """torch FSDP2: rank 1 puts its shard back after each step once the checks are over; the
+    gathered parameters hold half a step."""
+    assert_caught(checked, case("fsdpstale", "torch", "eager", 2, "fsdp"),
+                  rf"{AUDIT}.*1 step\(s\) from the round's start, displacement of w1")
+
+
 # -- no false alarm -------------------------------------------------------------------------------
 
 HONEST = [case("honest", "numpy"), case("honest", "jax"), case("honest", "jax", "jit"),
@@ -248,8 +278,12 @@ HONEST = [case("honest", "numpy"), case("honest", "jax"), case("honest", "jax", 
           case("honest", "tensorflow", "jit"), case("dphonest", "torch"),
           case("dphonest", "jax", "jit"), case("dphonest", "torch", workers=2),
           case("dphonest", "jax", "jit", workers=2),
+          *(case("dphonest", fw, variant, 2, strategy) for fw, variant in
+            (("torch", "eager"), ("jax", "jit")) for strategy in ("fsdp", "tp")),
           # the single-device cases of the data-parallel cheaters' folders are honest
-          case("dpshard", "torch"), case("dpshard", "jax", "jit"), case("dpdrift", "torch")]
+          case("dpshard", "torch"), case("dpshard", "jax", "jit"), case("dpdrift", "torch"),
+          case("fsdpwhole", "torch"), case("fsdpwhole", "jax", "jit"),
+          case("fsdpstate", "jax", "jit"), case("fsdpstale", "torch")]
 
 
 @pytest.mark.parametrize("name", HONEST)

@@ -110,7 +110,7 @@ def test_a_step_that_compiles_again_while_timed_fails(checked: Session, framewor
 
 def test_summed_data_parallel_gradients_fail_the_gradient_check(checked: Session) -> None:
     """Two workers whose gradients add up step twice as far as one device."""
-    failed(checked, "dpsum-torch-eager-w2-cpu-fp32",
+    failed(checked, "dpsum-torch-eager-dp-w2-cpu-fp32",
            r"gradient of w1: differs by [\d.e-]+ in norm \(1 of")
     assert checked["dpsum-torch-eager-cpu-fp32"].status == "passed"  # one device: a plain mean
 

@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "pytest_mlbench"
 # lowest first; a unit (a package, or a module at the root) may import units of its own layer
 # or of a layer below it
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "precision", "stats", "tables", "threads", "options", "hookspec",
+    ("errors", "precision", "stats", "tables", "threads", "options", "hookspec", "parallel",
      "timesheet"),  # root leaves
     ("builders",),
     ("frameworks",),

@@ -490,3 +490,31 @@ def test_a_run_of_400000_rounds_a_process_reports_in_seconds(
     assert cli.main(["report", str(path)]) == 0
     assert time.monotonic() - start < 60
     assert "3 x 400000" in capsys.readouterr().out
+
+
+# -- the scaling table --------------------------------------------------------------------------
+
+def parallel_record(workers: int, strategy: str, median: float, held: int | None = None,
+                    impl: str = "torch-eager") -> Record:
+    rec = record(impl, median, workers=workers, strategy=strategy,
+                 dims={"batch": 64, "seq": 4}, measure_kw={"between": 0.0, "within": 0.0})
+    if held is None:
+        return rec
+    return replace(rec, checks={"resident": {"params": [held, held - 8], "grads": [held, 0],
+                                             "optimizer_state": [2 * held, 2 * held]}})
+
+
+def test_the_scaling_table_reads_efficiency_rate_and_what_each_worker_holds() -> None:
+    from pytest_mlbench.reporting import scaling
+
+    found = scaling.scaling_table([
+        parallel_record(1, "", 4e-3), parallel_record(2, "dp", 2.5e-3, held=2**20),
+        parallel_record(2, "fsdp", 5e-3, held=2**19), record("numpy-eager", 1e-3)])
+    assert found[0] == "mlp cpu fp32"
+    rows = {cols(line)[1]: cols(line) for line in found[2:]}
+    assert set(rows) == {"1", "dp-w2", "fsdp-w2"}  # "1 device", the two layouts; numpy has none
+    # dp: 4 ms / (2 x 2.5 ms) = 0.80; 64 x 4 tokens a step at 2.5 ms = 102,400 a second
+    assert rows["dp-w2"][2:6] == ["2.5", "102,400", "51,200", "0.80"]
+    assert rows["dp-w2"][6:] == ["4", "1", "|", "1", "|", "2"]  # MiB: held in all, then each
+    assert rows["fsdp-w2"][5:7] == ["0.40", "2"]
+    assert scaling.scaling_table([record("numpy-eager", 1e-3)]) == []

@@ -1,0 +1,160 @@
+"""Parallel strategies as data (pytest_mlbench/parallel.py): layouts and their labels, the
+spec's declarations and their rules, the cases collection makes of them, the record's
+identity, and the sharding check's bounds, honest layouts passing and whole copies failing."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from pytest_mlbench import adam, sgd, train
+from pytest_mlbench.checking.asserts import assert_sharded, sharded_bytes
+from pytest_mlbench.options import OptionError, build_settings, option_table
+from pytest_mlbench.parallel import Layout
+from pytest_mlbench.parametrize import enumerate_cases
+from pytest_mlbench.storing.record import Record, RecordError
+from pytest_mlbench.workloads import catalogue
+from tests.synthetic import record
+
+MODELS = catalogue.load_suite_file(Path(__file__).resolve().parents[1] / "kinds" / "models.py")
+
+
+@pytest.mark.parametrize(("strategy", "workers", "mesh", "label"), [
+    ("", 1, (1, 1), ""), ("dp", 2, (2, 1), "dp-w2"), ("fsdp", 4, (4, 1), "fsdp-w4"),
+    ("tp", 2, (1, 2), "tp-w2"), ("dpxtp", 4, (2, 2), "dp2xtp2"), ("dpxtp", 8, (4, 2), "dp4xtp2")])
+def test_a_layout_names_its_mesh(strategy: str, workers: int, mesh: tuple[int, int],
+                                 label: str) -> None:
+    layout = Layout(strategy, workers)
+    assert (layout.mesh, layout.label, layout.unfit()) == (mesh, label, None)
+
+
+@pytest.mark.parametrize(("strategy", "workers"), [("dpxtp", 2), ("dpxtp", 6 - 1), ("tp", 1)])
+def test_a_layout_too_small_says_why(strategy: str, workers: int) -> None:
+    assert Layout(strategy, workers).unfit()
+
+
+def spec(**changes: object) -> object:
+    base = MODELS.mlp("par", (train(sgd(0.1)), train(adam(1e-3))), jax=("jit",),
+                      torch=("eager",))
+    return dataclasses.replace(base, **changes)
+
+
+def test_declared_strategies_and_the_2d_mesh_that_follows_from_dp_and_tp() -> None:
+    both = {"jax": "jit", "torch": "eager"}
+    declared = spec(parallel={"dp": both, "fsdp": {"torch": "eager"}, "tp": both},
+                    tensor_parallel={"w1": 1, "w2": 0})
+    assert declared.strategies("torch", "eager") == ("dp", "fsdp", "tp", "dpxtp")
+    assert declared.strategies("jax", "jit") == ("dp", "tp", "dpxtp")
+    assert declared.strategies("jax", "eager") == ()
+    assert (declared.split_axis("w1"), declared.split_axis("w2"), declared.split_axis("b")) \
+        == (1, 0, None)
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"parallel": {"zero3": {"jax": "jit"}}}, r"parallel=.* must map a strategy \(dp, fsdp, tp\)"),
+    ({"parallel": {"dp": "jax"}}, r"parallel=.* must map a strategy"),
+    ({"parallel": {"tp": {"jax": "jit"}}}, r"parallel declares 'tp' but tensor_parallel names no"),
+    ({"tensor_parallel": {"w1": "cols"}}, r"tensor_parallel=.* must map a parameter-name pattern"),
+])
+def test_a_wrong_parallel_declaration_is_one_line(changes: dict[str, object],
+                                                  message: str) -> None:
+    import re
+
+    found = spec(**changes).problems()  # type: ignore[attr-defined]
+    assert len(found) == 1 and re.match(message, found[0]), found
+
+
+def test_collection_makes_a_case_per_strategy_worker_count_and_training_task() -> None:
+    both = {"jax": "jit", "torch": "eager"}
+    declared = spec(parallel={"dp": both, "fsdp": both, "tp": both},
+                    tensor_parallel={"w1": 1, "w2": 0})
+    settings = build_settings({"workers": "1,2,4", "frameworks": "torch"}, option_table())
+    names = {c.name for c in enumerate_cases((declared,), settings, {})}
+    for task in ("sgd", "adam"):
+        for impl in ("eager", "eager-dp-w2", "eager-fsdp-w2", "eager-tp-w2", "eager-dp-w4",
+                     "eager-fsdp-w4", "eager-tp-w4", "eager-dp2xtp2"):
+            assert f"par-{task}-torch-{impl}-cpu-fp32" in names, sorted(names)
+    assert not any("dp1xtp2" in n for n in names)  # two workers make no 2-D mesh
+    only = build_settings({"workers": "2", "strategies": "fsdp", "frameworks": "torch"},
+                          option_table())
+    assert {c.impl for c in enumerate_cases((declared,), only, {})} == {"torch-eager-fsdp-w2"}
+
+
+def test_an_unknown_strategy_option_names_the_choices() -> None:
+    with pytest.raises(OptionError, match=r"^--mlbench-strategies: unknown value 'zero'; choose "
+                                          r"from: .*dp, fsdp, tp, dpxtp"):
+        build_settings({"strategies": "zero"}, option_table())
+
+
+def test_the_record_keeps_the_strategy_and_an_older_record_was_dp() -> None:
+    rec = record(workers=2, strategy="fsdp")
+    data = rec.to_json()
+    assert Record.from_json(data).identity == rec.identity
+    assert rec.identity.impl == "jax-jit-fsdp-w2" and rec.identity.group.endswith("fsdp-w2")
+    assert rec.identity.key != record(workers=2, strategy="dp").identity.key
+    older = {**data, "identity": {k: v for k, v in data["identity"].items() if k != "strategy"}}
+    assert Record.from_json(older).identity.strategy == "dp"
+    wrong = {**data, "identity": {**data["identity"], "strategy": "zero3"}}
+    with pytest.raises(RecordError, match=r"'strategy' 'zero3' with 2 worker\(s\)"):
+        Record.from_json(wrong)
+
+
+SHAPES = {"w1": (64, 32), "b1": (32,), "w2": (32, 1)}
+PLAN = {"w1": 1, "b1": 0}.get
+
+
+def honest(layout: Layout, slots: int) -> dict[str, list[int]]:
+    one = sum(sharded_bytes(s, 4, layout, PLAN(k)) for k, s in SHAPES.items())
+    return {"params": [one] * layout.workers, "grads": [one] * layout.workers,
+            "optimizer_state": [slots * one + 4] * layout.workers}
+
+
+@pytest.mark.parametrize("layout", [Layout("dp", 2), Layout("fsdp", 2), Layout("fsdp", 4),
+                                    Layout("tp", 2), Layout("dpxtp", 4)])
+def test_an_honest_layout_passes_the_sharding_check(layout: Layout) -> None:
+    assert_sharded(honest(layout, 2), SHAPES, 4, 2, layout, PLAN, where="case")
+
+
+def test_fsdp_holds_about_a_share_of_each_tensor() -> None:
+    assert sharded_bytes((64, 32), 4, Layout("fsdp", 2), None) == 64 * 32 * 2
+    assert sharded_bytes((5, 4), 4, Layout("fsdp", 2), None) == 3 * 4 * 4  # FSDP2's padding
+    assert sharded_bytes((5, 3), 4, Layout("fsdp", 2), None) == 5 * 3 * 4  # no axis divides
+    assert sharded_bytes((64, 32), 4, Layout("tp", 4), 1) == 64 * 8 * 4
+
+
+@pytest.mark.parametrize(("what", "said"), [("params", "params"), ("grads", "grads"),
+                                            ("optimizer_state", "optimizer state")])
+def test_a_whole_copy_behind_a_sharded_claim_fails_naming_worker_and_strategy(
+        what: str, said: str) -> None:
+    layout = Layout("fsdp", 2)
+    found = honest(layout, 2)
+    whole = sum(64 * 32 * 4 if k == "w1" else 32 * 4 for k in SHAPES)
+    found[what][1] = whole * (2 if what == "optimizer_state" else 1)
+    with pytest.raises(AssertionError, match=rf"^case: worker 1 holds [\d,]+ bytes of {said}, "
+                                             rf"more than [\d,]+, what fsdp-w2 leaves a worker "
+                                             rf"\(1\.00 of a whole copy\)"):
+        assert_sharded(found, SHAPES, 4, 2, layout, PLAN, where="case")
+
+
+def test_a_worker_missing_from_the_account_fails() -> None:
+    found = honest(Layout("fsdp", 2), 0)
+    found["params"] = found["params"][:1]
+    with pytest.raises(AssertionError, match="1 worker\\(s\\) said what they hold, the fsdp "
+                                             "layout has 2"):
+        assert_sharded(found, SHAPES, 4, 0, Layout("fsdp", 2), PLAN, where="case")
+
+
+def test_a_parallel_entry_for_an_undeclared_variant_or_framework_is_reported(
+        tmp_path: Path) -> None:
+    for name in ("torch", "jax"):
+        (tmp_path / f"impl_{name}.py").write_text("build = None\n")
+    declared = spec(parallel={"dp": {"torch": "jit", "jax": "jit"}, "fsdp": {"mxnet": "eager"}})
+    found = [p.rule for p in catalogue.file_problems(tmp_path, declared, ("jax", "torch"))]
+    assert "parallel['dp']['torch'] = 'jit' is not a variant its implementations declare" \
+        in found
+    assert any("names framework 'mxnet', which no adapter provides" in m for m in found)
+    malformed = spec(parallel=["dp"])
+    assert catalogue.file_problems(tmp_path, malformed, ("jax", "torch")) == []  # a type rule's
+    assert malformed.problems()[0].startswith("parallel=['dp'] (list) must map a strategy")
