@@ -62,6 +62,7 @@ class Settings:
     precision_auto: bool = False
     workers: tuple[int, ...] = (1, 2)  # worker counts; >1 adds parallel cases
     strategies: tuple[str, ...] = tuple(STRATEGIES)  # the parallel strategies to run
+    nodes: tuple[int, ...] = (1,)  # node counts a parallel case's workers are launched as
     threads: int = 1  # compute threads of every framework in every case
     processes: int = DEFAULT_PROCESSES  # fresh worker processes each timed case is sampled in
     affinity: str = "off"  # leave thread placement to the OS, or pin the busy threads
@@ -119,9 +120,13 @@ def _positive(item: str, what: str, high: int, example: str) -> int:
 
 def parse_workers(value: str) -> tuple[int, ...]:
     """A comma list of worker counts (``1,2,4``), order kept, repeats dropped."""
+    return _counts(value, "a worker count")
+
+
+def _counts(value: str, what: str) -> tuple[int, ...]:
     out: list[int] = []
     for item in (part.strip() for part in value.split(",")):
-        count = _positive(item, "a worker count", MAX_WORKERS, "or a comma list such as 1,2,4")
+        count = _positive(item, what, MAX_WORKERS, "or a comma list such as 1,2,4")
         if count not in out:
             out.append(count)
     return tuple(out)
@@ -267,6 +272,11 @@ def option_table(frameworks: tuple[str, ...] = FRAMEWORKS) -> tuple[Option, ...]
                "comma list of the parallel strategies run at worker counts above 1: "
                + ", ".join(f"{k} ({v})" for k, v in STRATEGIES.items()),
                lambda v: parse_list(v, STRATEGIES), many=True),
+        Option("nodes", "1",
+               "comma list of node counts: a parallel case's workers launched as that many "
+               "groups of processes joining one job (torch's env:// rendezvous, "
+               "jax.distributed), each group a node of its own on this machine",
+               lambda v: _counts(v, "a node count"), many=True),
         # one by default: on a busy or small host, a framework's second compute thread shares a
         # core with the OS and the harness, and eager dispatch then slows by up to 30x (torch
         # eager, 2 cores); every framework gets the same count, so the comparison is fair

@@ -12,6 +12,12 @@ workload's tensor-parallel plan names are split along it):
   and optimizer state) split along the model axis: mesh (1, N);
 - ``dpxtp``: both on a 2-D mesh, the batch split over data and the plan over model: mesh
   (N/2, 2), at four workers or more.
+
+``nodes``: the workers launched as that many groups of processes, each with its own node rank,
+joining one job through the frameworks' own multi-process runtimes (torch's ``env://``
+rendezvous from torchrun's environment, ``jax.distributed.initialize`` with one process a
+node): on one machine, a rehearsal of a multi-node launch. One node is one process group (torch)
+or one process owning every device (JAX).
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ class Layout:
 
     strategy: str = ""
     workers: int = 1
+    nodes: int = 1
 
     @property
     def mesh(self) -> tuple[int, int]:
@@ -64,10 +71,11 @@ class Layout:
         """``""``, ``dp-w2``, ``fsdp-w2``, ``tp-w4``, ``dp2xtp2``: the id's and group's part."""
         if not self.strategy:
             return ""
+        nodes = f"-n{self.nodes}" if self.nodes > 1 else ""
         if self.strategy == "dpxtp":
             data, model = self.mesh
-            return f"dp{data}xtp{model}"
-        return f"{self.strategy}-w{self.workers}"
+            return f"dp{data}xtp{model}{nodes}"
+        return f"{self.strategy}-w{self.workers}{nodes}"
 
     def unfit(self) -> str | None:
         """Why this many workers cannot run the strategy (None: they can)."""
@@ -77,5 +85,39 @@ class Layout:
                     f"axis of {MODEL_AXIS_2D}); got {self.workers}")
         if self.strategy and self.workers < 2:
             return f"{self.strategy} needs two workers or more"
+        if self.nodes > 1 and (not self.strategy or self.workers % self.nodes):
+            return (f"{self.workers} worker(s) do not split into {self.nodes} nodes of equal "
+                    "size")
         return None
 
+    @property
+    def per_node(self) -> int:
+        return self.workers // self.nodes
+
+
+
+def holders(layout: Layout, framework: str, shape: tuple[int, ...], index: tuple[int, ...],
+            split_axis: int | None) -> str:
+    """Which workers hold element ``index`` of a parameter of ``shape`` under ``layout``, as
+    the framework's engine places it (frameworks/distributed.py), in words: "" where every
+    worker holds it (dp, a tensor the strategy keeps whole)."""
+    data_n, model_n = layout.mesh
+    if layout.strategy == "fsdp" and shape:
+        if framework == "torch":  # FSDP2: dim 0 in chunks of ceil(rows / N), the last short
+            axis, size = 0, -(-shape[0] // data_n)
+        else:  # NamedSharding: the first axis that divides, in equal parts
+            axis = next((a for a, n in enumerate(shape) if n % data_n == 0), -1)
+            if axis < 0:
+                return ""
+            size = shape[axis] // data_n
+        worker = index[axis] // size
+        return f"worker {worker}'s shard (axis {axis}, {worker * size} to {(worker + 1) * size - 1})"
+    if layout.strategy in ("tp", "dpxtp") and split_axis is not None:
+        size = shape[split_axis] // model_n
+        part = index[split_axis] // size
+        workers = [d * model_n + part for d in range(data_n)]
+        who = f"worker {workers[0]}" if len(workers) == 1 else \
+            "workers " + ", ".join(map(str, workers))
+        return (f"{who}'s shard on the model axis (axis {split_axis}, {part * size} to "
+                f"{(part + 1) * size - 1})")
+    return ""

@@ -63,8 +63,10 @@ def _cases(workload: Workload, shape: Any, task: Any, settings: Settings,
             for precision in precisions_for(workload, settings):
                 for workers in settings.workers:
                     for strategy in strategies(workload, task, fw, variant, workers, settings):
-                        yield CaseId(workload, shape, task, fw, variant, device, precision,
-                                     workers, strategy)
+                        for nodes in settings.nodes if strategy else (1,):
+                            if Layout(strategy, workers, nodes).unfit() is None:
+                                yield CaseId(workload, shape, task, fw, variant, device,
+                                             precision, workers, strategy, nodes)
 
 
 def strategies(workload: Workload, task: Any, framework: str, variant: str, workers: int,

@@ -175,7 +175,8 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
     return [f"mlbench: frameworks={','.join(s.frameworks)} variants={','.join(s.variants)} "
             f"device={s.device} precision={precision} size={s.size} seed={s.seed} "
             f"workers={','.join(map(str, s.workers))} "
-            f"strategies={','.join(s.strategies)} threads={s.threads} "
+            f"strategies={','.join(s.strategies)} nodes={','.join(map(str, s.nodes))} "
+            f"threads={s.threads} "
             f"processes={s.processes} affinity={s.affinity}{kept}"]
 
 

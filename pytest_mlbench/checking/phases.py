@@ -41,6 +41,7 @@ from pytest_mlbench.checking.asserts import (
 from pytest_mlbench.checking.reference import Reference
 from pytest_mlbench.checking.trajectory import State, Trajectory
 from pytest_mlbench.engine.protocol import Finished, Gradient, Started, Stepped
+from pytest_mlbench.parallel import holders
 from pytest_mlbench.precision import Policy, numpy_dtype
 from pytest_mlbench.workloads import data
 from pytest_mlbench.workloads.case import CaseId
@@ -232,8 +233,23 @@ def assert_params_displaced(ctx: Context, start: Arrays, found: Arrays, expected
         label = f"{where}, displacement of {key}" if where else f"displacement of {key}"
         moved, expected_move, rounding = _displacement(ctx, key, start, found, expected, steps,
                                                        where=label)
-        assert_close(moved, expected_move, rtol=tol.rtol, atol=tol.atol, rounding=rounding,
-                     where=label)
+        try:
+            assert_close(moved, expected_move, rtol=tol.rtol, atol=tol.atol, rounding=rounding,
+                         where=label)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}{_held_by(ctx, key, moved, expected_move)}") from None
+
+
+def _held_by(ctx: Context, key: str, found: Any, expected: Any) -> str:
+    """A sharded case: which worker's shard holds the worst element (parallel.holders)."""
+    cid = ctx.cid
+    error = np.abs(np.asarray(found, np.float64) - np.asarray(expected, np.float64))
+    if not cid.strategy or error.ndim == 0 or not np.all(np.isfinite(error)):
+        return ""
+    worst = tuple(int(i) for i in np.unravel_index(np.argmax(error), error.shape))
+    who = holders(cid.layout, cid.framework, error.shape, worst,
+                  cid.workload.split_axis(key))
+    return f"; that element is in {who}" if who else ""
 
 
 def displacement_excess(ctx: Context, start: Arrays, found: Arrays, expected: Arrays,

@@ -55,6 +55,7 @@ class PoolKey:
     workers: int
     side: str = ""
     slot: int = 0  # one of several equivalent pools (a session that times nothing has one a core)
+    nodes: int = 1  # the groups of processes its workers are launched as
 
 
 @dataclass
@@ -119,34 +120,37 @@ class FrameworkPool:
         return self._call(p.Info())
 
     def per_worker_threads(self, world: int) -> int:
-        """``--mlbench-threads`` for one device; shared between the ranks of a data-parallel
+        """``--mlbench-threads`` for one device; shared between the processes of a parallel
         pool (one each at least); at least one per device in a process that owns several."""
         if self.key.workers == 1:
             return self.threads
-        if world == 1:
-            return max(self.threads, self.key.workers)
-        return max(1, self.threads // world)
+        return max(1, self.threads // world, self.key.workers // world)
 
     def _layout(self, environ: Mapping[str, str],
                 ) -> tuple[int, dict[str, str], list[list[int]], dict[str, Any]]:
-        """Ranks, environment, cores per rank and data-parallel settings of this pool. A
-        data-parallel case gets a core per device where the machine has them, whichever
-        framework runs it: torch's ranks one each, JAX's one process all of them."""
+        """Processes, environment, cores per process and parallel settings of this pool. A
+        parallel case gets a core per device where the machine has them, whichever framework
+        runs it: torch's ranks one each (a process per rank, in ``nodes`` groups joining
+        through torchrun's environment, ``engine/distributed``), JAX's one process a node
+        owning its devices (several nodes join through jax.distributed)."""
         available = threading_.cores()
-        n = self.key.workers
+        n, nodes = self.key.workers, self.key.nodes
         mine = available[:self.threads if n == 1 else max(self.threads, n)]
         if n == 1:
             return 1, {}, [mine], {}
+        settings: dict[str, Any] = {"workers": n, "nodes": nodes, "timeout_s": CALL_TIMEOUT_S,
+                                    "master_addr": "127.0.0.1",
+                                    "master_port": free_loopback_port()}
         if self.key.framework == "jax":
             flags = environ.get("XLA_FLAGS", "")
-            # N host devices for a CPU mesh; JAX_PLATFORMS left as it is, so that a GPU case's
-            # mesh sees the GPUs (jax_mesh asks for the case's own platform)
-            return 1, {"XLA_FLAGS": f"{flags} --xla_force_host_platform_device_count={n}".strip()}, \
-                [available[:self.per_worker_threads(1)]], {"workers": n}
-        per = _split(mine, n)
-        return n, {"GLOO_SOCKET_IFNAME": "lo"}, per, {
-            "workers": n, "init_method": f"tcp://127.0.0.1:{free_loopback_port()}",
-            "timeout_s": CALL_TIMEOUT_S}
+            # N host devices a node for a CPU mesh; JAX_PLATFORMS left as it is, so that a GPU
+            # case's mesh sees the GPUs (jax_mesh asks for the case's own platform)
+            env = {"XLA_FLAGS": f"{flags} --xla_force_host_platform_device_count={n // nodes}"
+                                .strip()}
+            if nodes == 1:
+                return 1, env, [available[:self.per_worker_threads(1)]], settings
+            return nodes, env, _split(mine, nodes), settings
+        return n, {"GLOO_SOCKET_IFNAME": "lo"}, _split(mine, n), settings
 
     # -- commands -----------------------------------------------------------------------------
 

@@ -47,7 +47,7 @@ class CaseServer:
         shape, task = workload.shape(spec["size"], spec["shape"]), workload.task(spec["task"])
         self.id = CaseId(workload, shape, task, spec["framework"], spec["variant"],
                          spec["device"], spec["precision"], spec["workers"],
-                         spec["strategy"])
+                         spec["strategy"], spec["nodes"])
         self.policy = POLICIES[spec["precision"]]
         # per phase: the implementation's own compilations, and every compilation the
         # framework's backend made (eager dispatch's too, where the adapter tells them apart)

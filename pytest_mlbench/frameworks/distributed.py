@@ -63,10 +63,9 @@ def jax_mesh(case: Any, loss: Loss, workers: int) -> Any:
     mesh = Mesh(np.array(devices[:workers]).reshape(data_n, model_n), ("data", "model"))
     specs = {k: _partition(case, k, tuple(v.shape), layout.strategy, data_n, model_n)
              for k, v in case.params.items()}
-    case.params = {k: jax.device_put(v, NamedSharding(mesh, specs[k]))
-                   for k, v in case.params.items()}
+    case.params = {k: _put(v, NamedSharding(mesh, specs[k])) for k, v in case.params.items()}
     batch = NamedSharding(mesh, jax.sharding.PartitionSpec("data"))
-    case.shard = lambda found: {k: jax.device_put(v, batch) for k, v in found.items()}
+    case.shard = lambda found: {k: _put(v, batch) for k, v in found.items()}
     case.data = case.shard(case.data)
     return MeshTrainer(case, loss, tuple(case.data), mesh)
 
@@ -93,6 +92,17 @@ def _partition(case: Any, name: str, shape: tuple[int, ...], strategy: str, data
     return PartitionSpec(*axes)
 
 
+def _put(value: Any, sharding: Any) -> Any:
+    """``value`` (the same on every process) placed with ``sharding``: each process makes
+    the shards its own devices hold, as a multi-process job must."""
+    import jax
+
+    if jax.process_count() == 1:
+        return jax.device_put(value, sharding)
+    host = np.asarray(value)
+    return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+
+
 def _placed(tree: Any, mesh: Any) -> Any:
     """``tree`` with every array that is not already on the mesh (optax's step count)
     replicated on it: a committed state, placed where the step's outputs will be."""
@@ -101,11 +111,11 @@ def _placed(tree: Any, mesh: Any) -> Any:
 
     replicated = NamedSharding(mesh, PartitionSpec())
     return jax.tree.map(lambda a: a if isinstance(getattr(a, "sharding", None), NamedSharding)
-                        else jax.device_put(a, replicated), tree)
+                        else _put(a, replicated), tree)
 
 
 def jax_resident(tree: Any, devices: list[Any]) -> list[int]:
-    """Bytes of ``tree``'s arrays held on each device (its addressable shards)."""
+    """Bytes of ``tree``'s arrays held on each of ``devices`` (this process's)."""
     import jax
 
     held = dict.fromkeys(devices, 0)
@@ -124,6 +134,7 @@ class MeshTrainer:
     def __init__(self, case: Any, loss: Loss, data_keys: tuple[str, ...], mesh: Any) -> None:
         import jax
         import optax
+        from jax.sharding import NamedSharding, PartitionSpec
 
         from pytest_mlbench.builders.jax_ import transformation
 
@@ -146,6 +157,11 @@ class MeshTrainer:
 
         self.train_step = case.compile(train_step)
         self.last_grads: Any = None
+        # several processes: what the checks read is gathered whole into every process
+        # (outside the clock), as framework arrays; one process can read its shards itself
+        whole = NamedSharding(mesh, PartitionSpec())
+        self.whole = (jax.jit(lambda tree: tree, out_shardings=whole)
+                      if jax.process_count() > 1 else (lambda tree: tree))
 
     @property
     def data(self) -> tuple[Any, ...]:
@@ -154,12 +170,12 @@ class MeshTrainer:
         return tuple(found[k] for k in self.data_keys)
 
     def params(self) -> dict[str, Any]:
-        return dict(self.p)
+        return dict(self.whole(self.p))
 
     def loss_and_grads(self) -> tuple[Any, dict[str, Any]]:
         value, g, _, _ = self.train_step(self.p, self.opt_state, *self.data)
         self.last_grads = g
-        return value, dict(g)
+        return value, dict(self.whole(g))
 
     def step(self) -> Any:
         value, _, self.p, self.opt_state = self.train_step(self.p, self.opt_state, *self.data)
@@ -168,7 +184,7 @@ class MeshTrainer:
     def state(self) -> dict[str, Any]:
         from pytest_mlbench.builders.jax_ import optax_state
 
-        return optax_state(self.opt_state)
+        return optax_state(self.whole(self.opt_state))
 
     def hyperparameters(self) -> dict[str, float]:
         from pytest_mlbench.builders.jax_ import optax_hyperparameters
@@ -178,7 +194,9 @@ class MeshTrainer:
     def resident(self) -> dict[str, list[int]]:
         """Bytes held on each device of the mesh: parameters, optimizer state, and the
         gradients as the step returns them (after a loss_and_grads)."""
-        devices = list(self.mesh.devices.flat)
+        import jax
+
+        devices = [d for d in self.mesh.devices.flat if d.process_index == jax.process_index()]
         out = {"params": jax_resident(self.p, devices),
                "optimizer_state": jax_resident(self.opt_state, devices)}
         if self.last_grads is not None:
@@ -198,15 +216,11 @@ class TorchDDP:
         workers, rank = dp["workers"], case.rank
         batch = _check_batch(case, workers)
         cuda = case.id.device == "gpu"
-        if cuda:
-            if torch.cuda.device_count() < workers:
-                raise Unavailable(f"{workers} GPUs needed, {torch.cuda.device_count()} visible")
-            torch.cuda.set_device(rank)
-        self.device = torch.device(f"cuda:{rank}" if cuda else "cpu")
-        _join(dp, rank, workers, cuda)
+        local = _join(dp, rank, cuda)
+        self.device = torch.device(f"cuda:{local}" if cuda else "cpu")
         names = sorted(case.params)
         module = _Functional(loss, names, [case.params[k].to(self.device) for k in names])
-        self.model = DistributedDataParallel(module, device_ids=[rank] if cuda else None)
+        self.model = DistributedDataParallel(module, device_ids=[local] if cuda else None)
         self.opt = optimizer(case.optimizer, list(self.model.module.p))
         per = batch // workers
         device = self.device
@@ -250,15 +264,39 @@ class TorchDDP:
         return torch_resident(self.model.module.p, self.opt)
 
 
-def _join(dp: dict[str, Any], rank: int, workers: int, cuda: bool) -> None:
-    """This rank in the pool's process group (made once per worker process, by its first
-    parallel case)."""
+def torchrun_environment(rank: int, dp: dict[str, Any]) -> dict[str, str]:
+    """What torchrun sets in each process it starts, for ``rank`` of the pool's ``workers``
+    in ``nodes`` groups: global and local rank, the node's rank (GROUP_RANK), sizes, and the
+    rendezvous store's address."""
+    per = dp["workers"] // dp["nodes"]
+    return {"RANK": str(rank), "WORLD_SIZE": str(dp["workers"]), "LOCAL_RANK": str(rank % per),
+            "LOCAL_WORLD_SIZE": str(per), "GROUP_RANK": str(rank // per),
+            "ROLE_RANK": str(rank), "ROLE_WORLD_SIZE": str(dp["workers"]),
+            "MASTER_ADDR": dp["master_addr"], "MASTER_PORT": str(dp["master_port"])}
+
+
+def _join(dp: dict[str, Any], rank: int, cuda: bool) -> int:
+    """This rank in the job's process group (made once per worker process, by its first
+    parallel case), through torch's ``env://`` rendezvous from torchrun's environment, as a
+    process torchrun started on a node of a cluster joins: the pool plays torchrun's part
+    and sets that environment here. Returns the local rank (its GPU on a node)."""
+    import os
+
+    import torch
     import torch.distributed as dist
 
+    env = torchrun_environment(rank, dp)
+    local = int(env["LOCAL_RANK"])
+    if cuda:
+        if torch.cuda.device_count() < int(env["LOCAL_WORLD_SIZE"]):
+            raise Unavailable(f"{env['LOCAL_WORLD_SIZE']} GPUs a node needed, "
+                              f"{torch.cuda.device_count()} visible")
+        torch.cuda.set_device(local)
     if not dist.is_initialized():
-        dist.init_process_group("nccl" if cuda else "gloo", init_method=dp["init_method"],
-                                rank=rank, world_size=workers,
+        os.environ.update(env)
+        dist.init_process_group("nccl" if cuda else "gloo", init_method="env://",
                                 timeout=timedelta(seconds=dp["timeout_s"]))
+    return local
 
 
 _MESHES: dict[tuple[Any, ...], Any] = {}
@@ -316,12 +354,8 @@ class TorchSharded:
         data_n, model_n = layout.mesh
         batch = _check_batch(case, data_n) if data_n > 1 else 0
         cuda = case.id.device == "gpu"
-        if cuda:
-            if torch.cuda.device_count() < workers:
-                raise Unavailable(f"{workers} GPUs needed, {torch.cuda.device_count()} visible")
-            torch.cuda.set_device(rank)
-        self.device = device = torch.device(f"cuda:{rank}" if cuda else "cpu")
-        _join(dp, rank, workers, cuda)
+        local = _join(dp, rank, cuda)
+        self.device = device = torch.device(f"cuda:{local}" if cuda else "cpu")
         kind = "cuda" if cuda else "cpu"
         names = sorted(case.params)
         values = [case.params[k].to(device) for k in names]

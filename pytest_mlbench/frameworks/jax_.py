@@ -146,7 +146,7 @@ class JaxAdapter:
             raise Unavailable(f"no {device} visible to jax (jax.devices() has none)")
         if policy.gpu_only and device != "gpu":
             raise Unsupported(f"{policy.name} applies to NVIDIA GPUs only")
-        self._device = jax.devices(PLATFORMS[device])[0]
+        self._device = jax.local_devices(backend=PLATFORMS[device])[0]  # this process's own
         # JAX silently turns float64 into float32 unless x64 is on: switch it for fp64 only,
         # so float32 runs see JAX's ordinary defaults, then check the policy held.
         self._watch.begin()
@@ -236,6 +236,17 @@ class JaxAdapter:
         counter = TraceCounter(fn)  # the Python body runs once per trace
         return Compiled(jax.jit(counter), variant, traces=lambda: counter.count,
                         name=getattr(fn, "__name__", ""))
+
+    def join_at_start(self, rank: int, world: int, dp: dict[str, Any]) -> None:
+        """One process of a job of several (a node each): jax.distributed's coordinator at
+        the pool's address, CPU collectives over gloo; before any JAX computation, as
+        jax.distributed requires."""
+        import jax
+
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        jax.distributed.initialize(coordinator_address=f"{dp['master_addr']}:{dp['master_port']}",
+                                   num_processes=world, process_id=rank,
+                                   initialization_timeout=int(dp["timeout_s"]))
 
     def parallel(self, case: Any, loss: Callable[..., Any], dp: dict[str, Any]) -> Any:
         from pytest_mlbench.frameworks.distributed import jax_mesh

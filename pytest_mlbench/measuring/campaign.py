@@ -230,7 +230,7 @@ class Campaign:
     @staticmethod
     def _pool_key(state: CaseState, slot: int = 0) -> PoolKey:
         cid = state.cid
-        return PoolKey(cid.framework, cid.workers, state.lane.side.name, slot)
+        return PoolKey(cid.framework, cid.workers, state.lane.side.name, slot, cid.nodes)
 
     def _slots(self, state: CaseState) -> tuple[PoolKey, ...]:
         """The pools a case may run on. A session that times nothing may keep a pool of each

@@ -45,32 +45,33 @@ class Identity:
     data_sha256: str = ""
     head: str = ""  # the id's leading part: workload[-shape][-task]
     strategy: str = ""  # parallel.STRATEGIES; "" single device (records before it: dp)
+    nodes: int = 1  # the groups of processes the workers were launched as
 
     @property
     def key(self) -> tuple[Any, ...]:
         """The facts that must match for two measurements to be comparable."""
         return (self.workload, self.task, self.shape, tuple(sorted(self.dims.items())),
                 self.framework, self.variant, self.device, self.precision, self.dtype,
-                self.workers, self.strategy, self.threads, self.data_sha256)
+                self.workers, self.strategy, self.nodes, self.threads, self.data_sha256)
 
     @property
     def impl(self) -> str:
         """``jax-jit``; ``torch-eager-fsdp-w2`` for a parallel case."""
-        label = Layout(self.strategy, self.workers).label
+        label = Layout(self.strategy, self.workers, self.nodes).label
         return f"{self.framework}-{self.variant}" + (f"-{label}" if label else "")
 
     @property
     def group(self) -> str:
         """Cases compared in one table: same workload, shape, task, device, precision and
         parallel layout (strategy and worker count)."""
-        label = Layout(self.strategy, self.workers).label
+        label = Layout(self.strategy, self.workers, self.nodes).label
         return f"{self.head or self.workload} {self.device} {self.precision}" + (
             f" {label}" if label else "")
 
     def differences(self, other: Identity) -> list[str]:
         """``field: self -> other`` for every identity fact that differs."""
         names = ("workload", "task", "shape", "dims", "framework", "variant", "device",
-                 "precision", "dtype", "workers", "strategy", "threads", "data_sha256")
+                 "precision", "dtype", "workers", "strategy", "nodes", "threads", "data_sha256")
         return [f"{n}: {getattr(self, n)!r} -> {getattr(other, n)!r}" for n in names
                 if _norm(getattr(self, n)) != _norm(getattr(other, n))]
 
@@ -79,7 +80,8 @@ class Identity:
                 "task": self.task, "kind": self.kind, "framework": self.framework,
                 "variant": self.variant, "device": self.device, "precision": self.precision,
                 "dtype": self.dtype, "workers": self.workers, "strategy": self.strategy,
-                "threads": self.threads, "data_sha256": self.data_sha256, "head": self.head}
+                "nodes": self.nodes, "threads": self.threads, "data_sha256": self.data_sha256,
+                "head": self.head}
 
 
 def _norm(value: Any) -> Any:
@@ -257,6 +259,7 @@ def _identity(data: Mapping[str, Any]) -> Identity:
         framework=_text(data, "framework"), variant=_text(data, "variant"),
         device=_text(data, "device"), precision=_text(data, "precision"),
         dtype=_text(data, "dtype"), workers=workers, strategy=strategy,
+        nodes=int(_count(data, "nodes", 1) or 1),
         threads=_count(data, "threads", None, optional=True),
         data_sha256=_text(data, "data_sha256", ""), head=_text(data, "head", ""))
 

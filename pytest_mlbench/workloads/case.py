@@ -25,10 +25,11 @@ class CaseId:
     precision: str
     workers: int = 1
     strategy: str = ""  # parallel.STRATEGIES; "" for a single-device case
+    nodes: int = 1  # the groups of processes the workers are launched as
 
     @property
     def layout(self) -> Layout:
-        return Layout(self.strategy, self.workers)
+        return Layout(self.strategy, self.workers, self.nodes)
 
     @property
     def head(self) -> str:
@@ -61,7 +62,7 @@ class CaseId:
                 "shape": self.shape.label, "task": self.task.label,
                 "framework": self.framework, "variant": self.variant, "device": self.device,
                 "precision": self.precision, "workers": self.workers,
-                "strategy": self.strategy, "seed": seed,
+                "strategy": self.strategy, "nodes": self.nodes, "seed": seed,
                 "name": self.name}
 
 

@@ -7,11 +7,19 @@ and behave as the built-in ones for every other case:
   nothing sharded);
 - fsdpstate (JAX): parameters sharded, the optimizer's state placed whole on every device;
 - fsdpstale (torch): after the checked steps, rank 1 puts its shard back as it was before
-  each optimizer step, so the all-gather reads a stale shard."""
+  each optimizer step, so the all-gather reads a stale shard;
+- fsdpnosync (torch): after the checked steps, every rank turns FSDP2's gradient
+  reduce-scatter off (``set_requires_gradient_sync(False)``);
+- fsdpswap (torch): after the checked steps, rank 1's shards are overwritten with rank 0's
+  after every step (a broadcast from rank 0): the all-gather reads rank 0's rows twice;
+- nodekill (both): after the checked steps, rank 1 kills its own process (SIGKILL) in its
+  first timed step, while the other rank waits for it in a collective."""
 
 from __future__ import annotations
 
 import dataclasses
+import os
+import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -54,13 +62,68 @@ class StaleShard:
         return loss
 
 
+class NoSync(StaleShard):
+    """FSDP2 with its reduce-scatter turned off on every rank once the checks are over."""
+
+    def step(self) -> Any:
+        self.calls += 1
+        if self.calls == SPECS.CHECKED + 1:
+            self.inner.module.set_requires_gradient_sync(False)
+        return self.inner.step()
+
+
+class SwappedShard(StaleShard):
+    """Rank 1's local shards replaced by rank 0's after every step past the checks."""
+
+    def step(self) -> Any:
+        import torch.distributed as dist
+
+        self.calls += 1
+        loss = self.inner.step()
+        if self.calls > SPECS.CHECKED:
+            for p in self.inner.p:
+                local = p.to_local().detach()
+                got = local.clone()
+                dist.broadcast(got, src=0)
+                if self.rank == 1:
+                    local.copy_(got)
+        return loss
+
+
+TORCH_CHEATS = {"fsdpstale": StaleShard, "fsdpnosync": NoSync, "fsdpswap": SwappedShard}
+
+
+class KillRankOne:
+    """A parallel trainer whose rank 1 process is killed at its first step after the checks."""
+
+    def __init__(self, inner: Any, rank: int) -> None:
+        self.inner, self.rank, self.calls = inner, rank, 0
+        for name in ("params", "loss_and_grads", "state", "hyperparameters", "resident"):
+            if hasattr(inner, name):
+                setattr(self, name, getattr(inner, name))
+
+    def step(self) -> Any:
+        self.calls += 1
+        if self.calls > SPECS.CHECKED and self.rank == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return self.inner.step()
+
+
+def wrapped(case: Any, trainer: Any) -> Any:
+    """The cheats every framework shares, by workload name."""
+    if case.id.workload.name == "nodekill":
+        return KillRankOne(trainer, case.rank)
+    return trainer
+
+
 class CheatingTorch(TorchAdapter):
     def parallel(self, case: Any, loss: Any, dp: dict[str, Any]) -> Any:
         name = case.id.workload.name
         if name == "fsdpwhole":
             return as_dp(case, lambda: super(CheatingTorch, self).parallel(case, loss, dp))
         trainer = super().parallel(case, loss, dp)
-        return StaleShard(trainer, case.rank) if name == "fsdpstale" else trainer
+        cheat = TORCH_CHEATS.get(name)
+        return cheat(trainer, case.rank) if cheat else wrapped(case, trainer)
 
 
 class CheatingJax(JaxAdapter):
@@ -83,7 +146,7 @@ class CheatingJax(JaxAdapter):
                 distributed._placed = placed
         trainer = super().parallel(case, loss, dp)
         if name != "dpshard":
-            return trainer
+            return wrapped(case, trainer)
         import jax
 
         half = jax.jit(sgd_step(loss, jax.value_and_grad, case.learning_rate))

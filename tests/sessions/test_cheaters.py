@@ -264,11 +264,18 @@ def test_fsdp_with_its_optimizer_state_whole_on_every_device_fails(checked: Sess
                   SHARDING.format(what="optimizer state"))
 
 
-def test_an_all_gather_of_a_stale_shard_fails_its_audited_round(checked: Session) -> None:
-    """torch FSDP2: rank 1 puts its shard back after each step once the checks are over; the
-    gathered parameters hold half a step."""
-    assert_caught(checked, case("fsdpstale", "torch", "eager", 2, "fsdp"),
-                  rf"{AUDIT}.*1 step\(s\) from the round's start, displacement of w1")
+@pytest.mark.parametrize(("name", "worker"), [
+    ("fsdpstale", 1),  # rank 1 puts its shard back after each step: an all-gather of a stale one
+    ("fsdpswap", 1),  # rank 1 holds rank 0's rows: the all-gather reads them twice
+    ("fsdpnosync", r"\d"),  # every rank's reduce-scatter off: nothing steps
+])
+def test_a_shard_that_did_not_take_the_step_fails_its_audit_naming_the_worker(
+        checked: Session, name: str, worker: object) -> None:
+    """torch FSDP2, after the checks: the gathered parameters hold a shard that did not move
+    as the reference's; the audit names the worker whose shard holds the worst element."""
+    assert_caught(checked, case(name, "torch", "eager", 2, "fsdp"),
+                  rf"{AUDIT}.*1 step\(s\) from the round's start, displacement of w1: .*"
+                  rf"that element is in worker {worker}'s shard \(axis 0, ")
 
 
 # -- no false alarm -------------------------------------------------------------------------------
@@ -283,7 +290,8 @@ HONEST = [case("honest", "numpy"), case("honest", "jax"), case("honest", "jax", 
           # the single-device cases of the data-parallel cheaters' folders are honest
           case("dpshard", "torch"), case("dpshard", "jax", "jit"), case("dpdrift", "torch"),
           case("fsdpwhole", "torch"), case("fsdpwhole", "jax", "jit"),
-          case("fsdpstate", "jax", "jit"), case("fsdpstale", "torch")]
+          case("fsdpstate", "jax", "jit"), case("fsdpstale", "torch"),
+          case("fsdpswap", "torch"), case("fsdpnosync", "torch")]
 
 
 @pytest.mark.parametrize("name", HONEST)

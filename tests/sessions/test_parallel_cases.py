@@ -1,21 +1,31 @@
-"""The project's own parallel cases at four workers, checked in a session of their own (the
-suites' check-only campaign in the test line runs one and two workers): mlp, gpt and vit in JAX
-and PyTorch, each strategy at four workers and the 2-D mesh, Adam included (gpt), every check
-of a single-device case plus the sharding check. Four workers on a 2-core host share cores:
-about 35 s, in the background lane (tests/background.py)."""
+"""Parallel cases in sessions of their own, in the background lane (tests/background.py):
+
+- the project's mlp, gpt and vit in JAX and PyTorch at four workers, each strategy and the 2-D
+  mesh, Adam included (gpt), every check of a single-device case plus the sharding check (the
+  suites' own check-only campaign in the test line runs one and two workers); four workers on
+  a 2-core host share cores: about 35 s;
+- two nodes: the honest seed MLP's dp, fsdp and tp cases launched as two groups of processes
+  (torch's env:// rendezvous from torchrun's environment, jax.distributed with a process a
+  node), and a case whose rank 1 is killed mid-run, which fails naming the rank and leaves no
+  process behind: about 12 s."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import itertools
+import os
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests import background
 from tests.background import Command
-from tests.cheat_session import parse
+from tests.cheat_session import command, parse
+
+OWNER = "MLBENCH_TEST_OWNER"  # marks the processes the two-node session starts
 
 ROOT = Path(__file__).resolve().parents[2]
 needs_frameworks = pytest.mark.skipif(
@@ -49,3 +59,51 @@ def test_every_strategy_passes_its_checks_at_four_workers(four_workers: backgrou
     assert set(results) == expected, four_workers.output[-3000:]
     bad = {k: r.message[:300] for k, r in results.items() if r.status != "passed"}
     assert not bad, bad
+
+
+@background.session("two_nodes")
+def two_nodes_command(folder: Path) -> Command:
+    """The cheat folder's honest parallel MLP and the killed rank, at two workers on two
+    nodes; every process it starts carries an owner mark in its environment."""
+    made = command(folder, "--benchmark-disable", "--mlbench-workers=2", "--mlbench-nodes=2",
+                   "--mlbench-frameworks=jax,torch", "-k", "dphonest or nodekill")
+    return dataclasses.replace(made, env={**made.env, OWNER: f"two-nodes-{os.getpid()}"})
+
+
+@pytest.fixture
+def two_nodes(tmp_path_factory: pytest.TempPathFactory) -> background.Done:
+    return background.result("two_nodes", tmp_path_factory)
+
+
+def marked(owner: str) -> set[int]:
+    """Live processes anywhere on the machine whose environment carries ``owner``."""
+    found = set()
+    for proc in psutil.process_iter():
+        try:
+            if proc.status() != psutil.STATUS_ZOMBIE and proc.environ().get(OWNER) == owner:
+                found.add(proc.pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+@needs_frameworks
+def test_two_nodes_pass_every_check_through_the_frameworks_own_launch(
+        two_nodes: background.Done) -> None:
+    results = parse(two_nodes.folder / "report.xml")
+    honest = {f"dphonest-{impl}-{strategy}-w2-n2-cpu-fp32"
+              for impl in ("jax-jit", "torch-eager") for strategy in ("dp", "fsdp", "tp")}
+    assert honest <= set(results), two_nodes.output[-3000:]
+    bad = {k: results[k].message[:300] for k in honest if results[k].status != "passed"}
+    assert not bad, bad
+
+
+@needs_frameworks
+@pytest.mark.parametrize("impl", ["jax-jit", "torch-eager"])
+def test_a_killed_rank_fails_its_case_and_leaves_no_process_behind(
+        two_nodes: background.Done, impl: str) -> None:
+    result = parse(two_nodes.folder / "report.xml")[f"nodekill-{impl}-dp-w2-n2-cpu-fp32"]
+    assert result.status == "failed", result
+    assert "worker 1 (pid" in result.message and "signal 9 (SIGKILL)" in result.message, \
+        result.message
+    assert marked(f"two-nodes-{os.getpid()}") == set()

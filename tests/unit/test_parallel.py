@@ -158,3 +158,55 @@ def test_a_parallel_entry_for_an_undeclared_variant_or_framework_is_reported(
     malformed = spec(parallel=["dp"])
     assert catalogue.file_problems(tmp_path, malformed, ("jax", "torch")) == []  # a type rule's
     assert malformed.problems()[0].startswith("parallel=['dp'] (list) must map a strategy")
+
+
+@pytest.mark.parametrize(("layout", "label"), [
+    (Layout("dp", 2, 2), "dp-w2-n2"), (Layout("fsdp", 4, 2), "fsdp-w4-n2"),
+    (Layout("dpxtp", 4, 2), "dp2xtp2-n2")])
+def test_nodes_join_the_label(layout: Layout, label: str) -> None:
+    assert (layout.label, layout.unfit(), layout.per_node) == (label, None, layout.workers // 2)
+
+
+def test_workers_that_do_not_split_into_the_nodes_say_why() -> None:
+    assert "do not split into 2 nodes" in (Layout("dp", 3, 2).unfit() or "")
+    assert Layout("", 1, 2).unfit()  # a single device is no job of several nodes
+
+
+def test_nodes_make_cases_of_their_own_and_leave_the_single_device_case_alone() -> None:
+    declared = spec(parallel={"dp": {"torch": "eager"}})
+    settings = build_settings({"workers": "1,2,3", "nodes": "2", "frameworks": "torch"},
+                              option_table())
+    names = {c.name for c in enumerate_cases((declared,), settings, {})}
+    assert names == {f"par-{t}-torch-eager{x}-cpu-fp32" for t in ("sgd", "adam")
+                     for x in ("", "-dp-w2-n2")}  # three workers split into no two nodes
+
+
+def test_each_rank_gets_torchruns_environment() -> None:
+    from pytest_mlbench.frameworks.distributed import torchrun_environment
+
+    env = torchrun_environment(3, {"workers": 4, "nodes": 2, "master_addr": "10.0.0.1",
+                                   "master_port": 29500})
+    assert env == {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
+                   "GROUP_RANK": "1", "ROLE_RANK": "3", "ROLE_WORLD_SIZE": "4",
+                   "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}
+
+
+def test_the_record_keeps_the_nodes() -> None:
+    rec = record(workers=2, strategy="dp", nodes=2)
+    assert Record.from_json(rec.to_json()).identity.nodes == 2
+    assert rec.identity.impl == "jax-jit-dp-w2-n2"
+    assert rec.identity.key != record(workers=2, strategy="dp").identity.key
+
+
+def test_the_worker_holding_an_element_follows_each_engines_placement() -> None:
+    from pytest_mlbench.parallel import holders
+
+    fsdp = Layout("fsdp", 2)
+    assert holders(fsdp, "torch", (5, 4), (3, 0), None) == "worker 1's shard (axis 0, 3 to 5)"
+    assert holders(fsdp, "jax", (5, 4), (3, 3), None) == "worker 1's shard (axis 1, 2 to 3)"
+    assert holders(fsdp, "jax", (5, 3), (3, 2), None) == ""  # no axis divides: kept whole
+    assert holders(Layout("tp", 2), "torch", (8, 6), (0, 4), 1) == \
+        "worker 1's shard on the model axis (axis 1, 3 to 5)"
+    assert holders(Layout("dpxtp", 4), "jax", (8, 6), (7, 0), 0) == \
+        "workers 1, 3's shard on the model axis (axis 0, 4 to 7)"
+    assert holders(Layout("dp", 2), "torch", (8, 6), (0, 0), None) == ""
