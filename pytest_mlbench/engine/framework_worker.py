@@ -243,7 +243,7 @@ def _fetch(w: FrameworkWorker, case: CaseServer, c: p.Fetch) -> p.Fetched:
 
 
 def _finish(w: FrameworkWorker, case: CaseServer, c: p.Finish) -> p.Finished:
-    return case.finish(c.evaluate)
+    return case.finish(c.evaluate, c.profile)
 
 
 def _pretouch(w: FrameworkWorker, case: CaseServer, c: p.Pretouch) -> p.Heap:

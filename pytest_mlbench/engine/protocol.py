@@ -133,6 +133,9 @@ class Finished:
     # a parallel case: bytes of parameters, gradients and optimizer state held on each of
     # this reply's workers (a torch rank: one; a JAX process: each device of its mesh)
     resident: dict[str, list[int]] | None = None
+    # a parallel case: the share of a step each of this reply's workers spent in collectives
+    # (the framework's profiler, after timing); None where the engine cannot say
+    collectives: list[float] | None = None
 
 
 @dataclass(frozen=True)
@@ -277,6 +280,7 @@ class Fetch(CaseCommand[Fetched]):
 @dataclass(frozen=True)
 class Finish(CaseCommand[Finished]):
     evaluate: bool = True  # training: loss and gradient where training took the parameters
+    profile: bool = True  # a parallel case: its share of a step in collectives (timed runs)
     name: ClassVar[str] = "finish"
 
 

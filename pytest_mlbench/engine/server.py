@@ -277,7 +277,7 @@ class CaseServer:
 
         return combined
 
-    def finish(self, evaluate: bool = True) -> Finished:
+    def finish(self, evaluate: bool = True, profile: bool = True) -> Finished:
         """After timing: compilations per phase, traces of the compiled functions, whether
         the precision policy still holds, dtypes, the census, and (training, when
         ``evaluate``) loss and gradient where training has taken the parameters."""
@@ -298,7 +298,18 @@ class CaseServer:
             trained = found
         return Finished(traces=traces, compiles=compiles, backend_compiles=backend,
                         compile_s=compile_s, policy=policy, census=census, dtypes=dtypes,
-                        snapshot=snapshot, trained=trained, resident=self._resident())
+                        snapshot=snapshot, trained=trained, resident=self._resident(),
+                        collectives=self._collectives() if profile else None)
+
+    def _collectives(self) -> list[float] | None:
+        """A parallel case's share of a step in collectives per worker, from the framework's
+        profiler over a few steps (after everything is checked: the parameters it leaves are
+        read by nothing)."""
+        measure = getattr(self.runner.impl, "collectives", None)
+        if not self.id.strategy or not callable(measure):
+            return None
+        with self.phase("check"):
+            return [float(s) for s in measure()]
 
     def _resident(self) -> dict[str, list[int]] | None:
         """A parallel case's engine's account of what each worker holds (after the trained

@@ -126,6 +126,71 @@ def jax_resident(tree: Any, devices: list[Any]) -> list[int]:
     return list(held.values())
 
 
+COLLECTIVE_STEPS = 3  # steps profiled for the time in collectives (after timing)
+XLA_COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "collective-permute",
+                   "all-to-all")
+
+
+def jax_collective_share(run: Callable[[], Any], steps: int, devices: int) -> list[float]:
+    """The share of a step each of this process's ``devices`` spent in XLA's collective ops
+    (all-reduce, all-gather, reduce-scatter, ...: their events in jax.profiler's trace of
+    ``steps`` calls of ``run``, waiting for peers included, over the steps' wall time under
+    the profiler), the same figure for each."""
+    import glob
+    import shutil
+    import tempfile
+    import time
+
+    import jax
+
+    folder = tempfile.mkdtemp(prefix="mlbench-xla-trace-")
+    try:
+        jax.profiler.start_trace(folder)
+        try:
+            start = time.perf_counter()
+            for _ in range(steps):
+                jax.block_until_ready(run())
+            wall = time.perf_counter() - start
+        finally:
+            jax.profiler.stop_trace()
+        total = 0
+        for path in glob.glob(f"{folder}/**/*.xplane.pb", recursive=True):
+            for plane in jax.profiler.ProfileData.from_file(path).planes:
+                for line in plane.lines:
+                    total += sum(e.duration_ns for e in line.events
+                                 if e.name.split(".")[0].removesuffix("-start")
+                                 .removesuffix("-done") in XLA_COLLECTIVES)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return [min(1.0, total / 1e9 / max(devices, 1) / wall)] * devices
+
+
+def torch_collective_share(run: Callable[[], Any], steps: int) -> list[float]:
+    """The share of a step this rank spent in collectives: the backend's own work events
+    (``gloo:all_reduce``, ``nccl:all_gather``, ...) in torch.profiler's trace of ``steps``
+    calls of ``run``, waiting for peers included, over the steps' wall time under the
+    profiler."""
+    import time
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU]
+    cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+    if cuda:
+        activities.append(ProfilerActivity.CUDA)
+    with profile(activities=activities) as prof:
+        start = time.perf_counter()
+        for _ in range(steps):
+            run()
+        if cuda:
+            torch.cuda.synchronize()
+        wall = time.perf_counter() - start
+    total = sum(e.cpu_time_total for e in prof.key_averages()
+                if e.key.startswith(("gloo:", "nccl:")))
+    return [min(1.0, total / 1e6 / wall)]
+
+
 class MeshTrainer:
     """The spec's optimizer step on a flat dict of parameters (train protocol), through optax
     as builders/jax_.py runs it: one function passed through ``case.compile`` that returns the
@@ -203,9 +268,22 @@ class MeshTrainer:
             out["grads"] = jax_resident(self.last_grads, devices)
         return out
 
+    def collectives(self, steps: int = COLLECTIVE_STEPS) -> list[float]:
+        """The share of a step in collectives, per device of this process (the whole step:
+        the gradient reduction and the parameters' gathers alike)."""
+        import jax
+
+        return jax_collective_share(lambda: self.train_step(self.p, self.opt_state,
+                                                              *self.data)[0],
+                                      steps, sum(d.process_index == jax.process_index()
+                                                 for d in self.mesh.devices.flat))
+
 
 class TorchDDP:
-    """One rank of a DistributedDataParallel step of the spec's optimizer (train protocol)."""
+    """One rank of a DistributedDataParallel step of the spec's optimizer (train protocol);
+    the ``jit`` variant runs the DDP model under torch.compile (``case.compile``: dynamo splits
+    the graph at DDP's bucket boundaries so the all-reduces overlap the backward), the
+    optimizer's step eager, as torch's DDP tutorial does."""
 
     def __init__(self, case: Any, loss: Loss, dp: dict[str, Any]) -> None:
         import torch
@@ -221,6 +299,7 @@ class TorchDDP:
         names = sorted(case.params)
         module = _Functional(loss, names, [case.params[k].to(self.device) for k in names])
         self.model = DistributedDataParallel(module, device_ids=[local] if cuda else None)
+        self.forward = case.compile(self.model) if case.variant != "eager" else self.model
         self.opt = optimizer(case.optimizer, list(self.model.module.p))
         per = batch // workers
         device = self.device
@@ -247,7 +326,7 @@ class TorchDDP:
 
     def _forward_backward(self) -> Any:
         self.opt.zero_grad(set_to_none=True)
-        loss = self.model(*self.case.batch().values())
+        loss = self.forward(*self.case.batch().values())
         loss.backward()  # DDP's hooks all-reduce the gradient buckets here
         return loss.detach()
 
@@ -262,6 +341,9 @@ class TorchDDP:
 
     def resident(self) -> dict[str, list[int]]:
         return torch_resident(self.model.module.p, self.opt)
+
+    def collectives(self, steps: int = COLLECTIVE_STEPS) -> list[float]:
+        return torch_collective_share(self._forward_backward, steps)
 
 
 def torchrun_environment(rank: int, dp: dict[str, Any]) -> dict[str, str]:
@@ -448,6 +530,10 @@ class TorchSharded:
 
     def resident(self) -> dict[str, list[int]]:
         return torch_resident(self.p, self.opt)
+
+    def collectives(self, steps: int = COLLECTIVE_STEPS) -> list[float]:
+        """The forward and backward's collectives (the optimizer's step makes none)."""
+        return torch_collective_share(self._forward_backward, steps)
 
 
 try:  # a Module subclass needs torch at class-definition time: only where torch exists

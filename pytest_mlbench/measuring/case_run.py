@@ -86,6 +86,7 @@ class PassFacts:
     first_call_s: float | None = None
     peak_memory: tuple[int, str] | None = None
     resident: dict[str, list[int]] | None = None  # a parallel case's bytes held per worker
+    collectives: list[float] | None = None  # its share of a step in collectives per worker
 
 
 @dataclass
@@ -387,7 +388,7 @@ class CaseRun:
             uncounted = self._audit()
         with spend("checks_after"):
             memory = self._ask(p.MeasurePeakMemory()).found if self.full else None
-            done = self._ask(p.Finish(self.full))
+            done = self._ask(p.Finish(self.full, profile=self.timed))
             phases.check_finish(self.ctx, done)
         self.compile_s = done.compile_s
         return PassFacts(
@@ -398,6 +399,7 @@ class CaseRun:
             data_secret=self.data_secret,
             clock=dict(self.clock), compiles=done.compiles, census=done.census,
             arithmetic=dict(self.ctx.arithmetic), resident=done.resident,
+            collectives=done.collectives,
             compile_s=self.compile_s if self.full else None,
             first_call_s=(self.checked_step_s[0] if self.checked_step_s else None)
             if self.full else None,
@@ -515,6 +517,8 @@ def agree(values: Sequence[R], where: str) -> R:
             agreed = replace(agreed, resident={
                 k: [b for v in done for b in (v.resident or {}).get(k, [])]
                 for k in first.resident})
+        if first.collectives is not None:
+            agreed = replace(agreed, collectives=[s for v in done for s in v.collectives or []])
     return cast(R, agreed)
 
 

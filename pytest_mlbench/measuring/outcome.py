@@ -68,6 +68,8 @@ class CaseState:
         checks["arithmetic"] = dict(facts.arithmetic)  # phases.check_arithmetic
         if facts.resident is not None:  # a parallel case: phases.check_sharding
             checks["resident"] = dict(facts.resident)
+        if facts.collectives is not None:  # every pass's, per worker
+            checks.setdefault("collectives", []).append(list(facts.collectives))
 
     @property
     def alive(self) -> bool:

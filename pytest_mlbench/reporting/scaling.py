@@ -2,9 +2,12 @@
 precision) that has parallel cases, one row per implementation and layout: the step time, the
 items per second (examples; tokens for a sequence model), globally and per worker, the scaling
 efficiency against the same implementation on one worker (strong scaling: the global batch is
-the same at every worker count, so a perfect split runs N workers in 1/N of the time), and the
-bytes each worker holds of parameters, gradients and optimizer state (the record's
-``checks.resident``, the sharding check's reading; its largest worker)."""
+the same at every worker count, so a perfect split runs N workers in 1/N of the time), the share
+of a step spent in collectives (the record's ``checks.collectives``: the framework's profiler
+after timing, each pass's workers averaged, the median pass) and that share of the timed step,
+and the bytes each worker holds
+of parameters, gradients and optimizer state (the record's ``checks.resident``, the sharding
+check's reading; its largest worker)."""
 
 from __future__ import annotations
 
@@ -15,11 +18,13 @@ from pytest_mlbench import tables
 from pytest_mlbench.storing.record import Record
 
 HEADER = ("implementation", "layout", "step (ms)", "items/s", "per worker", "efficiency",
-          "held per worker (MiB)", "params | grads | state")
+          "collectives", "held per worker (MiB)", "params | grads | state")
 
 
 def legend() -> str:
     return ("items: examples, or tokens (batch x seq) for a sequence model; "
+            "collectives: the share of a step in the framework's collective ops (its profiler, "
+            "after timing, waiting for peers included) and that share of the step; "
             "efficiency: the one-worker step over (workers x this step), 1.00 a perfect split "
             "of the same global batch; held: the largest worker's parameters, gradients and "
             "optimizer state (docs/DISTRIBUTED.md: reading the scaling table)")
@@ -67,10 +72,23 @@ def _row(record: Record, single: float | None) -> list[str]:
     layout = i.impl.removeprefix(f"{i.framework}-{i.variant}").lstrip("-") or "1 device"
     efficiency = "" if single is None or step <= 0 else f"{single / (i.workers * step):.2f}"
     held = resident(record.checks)
+    comm = collective_share(record.checks)
     return [f"{i.framework}-{i.variant}", layout, f"{step * 1e3:.3g}", f"{rate:,.0f}",
             f"{rate / i.workers:,.0f}", efficiency,
+            "" if comm is None else f"{comm:.0%} ({comm * step * 1e3:.2g} ms)",
             "" if held is None else f"{sum(held) / 2**20:.3g}",
             "" if held is None else " | ".join(f"{b / 2**20:.3g}" for b in held)]
+
+
+def collective_share(checks: Mapping[str, Any]) -> float | None:
+    """A step's share in collectives: each pass's workers averaged, the median pass (None:
+    not measured)."""
+    passes = checks.get("collectives")
+    if not isinstance(passes, list):
+        return None
+    means = sorted(sum(p) / len(p) for p in passes
+                   if isinstance(p, list) and p and all(isinstance(s, int | float) for s in p))
+    return means[len(means) // 2] if means else None
 
 
 def resident(checks: Mapping[str, Any]) -> tuple[int, int, int] | None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from pytest_mlbench.workloads.spec import Workload
+from pytest_mlbench.workloads.spec import Workload, variants_of
 
 
 class CatalogueError(Exception):
@@ -141,10 +141,12 @@ def file_problems(folder: Path, spec: Workload, frameworks: tuple[str, ...]) -> 
             out.append(Problem(folder / "spec.py", f"names framework {name!r}, which no adapter "
                                                    f"provides (known: {', '.join(frameworks)})"))
     for strategy, by_fw in declared_parallel.items():
-        for name, variant in by_fw.items():
-            if variant not in spec.implementations.get(name, ()):
-                out.append(Problem(folder / "spec.py", f"parallel[{strategy!r}][{name!r}] = "
-                                   f"{variant!r} is not a variant its implementations declare"))
+        for name, declared_variants in by_fw.items():
+            for variant in variants_of(declared_variants):
+                if variant not in spec.implementations.get(name, ()):
+                    out.append(Problem(folder / "spec.py", f"parallel[{strategy!r}][{name!r}]: "
+                                       f"{variant!r} is not a variant its implementations "
+                                       "declare"))
     return out
 
 

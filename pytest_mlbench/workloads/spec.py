@@ -107,6 +107,16 @@ class Tolerances:
     trajectory: Tolerance  # parameters and losses after a few steps
 
 
+def variants_of(declared: Any) -> tuple[str, ...]:
+    """A ``parallel`` entry's variants: one name, or a tuple of them (() for anything else)."""
+    if isinstance(declared, str):
+        return (declared,)
+    if isinstance(declared, tuple | list) and declared and all(
+            isinstance(v, str) for v in declared):
+        return tuple(declared)
+    return ()
+
+
 @dataclass(frozen=True)
 class Workload:
     """One workload folder's SPEC. See ADDING_WORKLOADS.md for every field."""
@@ -135,9 +145,9 @@ class Workload:
     data_key: str | None = None  # seed the data from another workload's name: same bytes
     tolerances: Mapping[str, Tolerances] = field(default_factory=dict)  # per precision
     # parallel strategies (pytest_mlbench/parallel.py) at more than one worker: strategy
-    # ("dp", "fsdp", "tp") -> {framework: the variant that runs it}; "dpxtp" (a 2-D mesh) is
-    # there where both dp and tp are
-    parallel: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # ("dp", "fsdp", "tp") -> {framework: the variant that runs it, or a tuple of them};
+    # "dpxtp" (a 2-D mesh) is there where both dp and tp are
+    parallel: Mapping[str, Mapping[str, str | tuple[str, ...]]] = field(default_factory=dict)
     # the tensor-parallel plan: a parameter-name pattern (fnmatch) -> the axis its tensor is
     # split along over the model axis (Megatron: 1 for a column-parallel weight (in, out) and
     # its bias 0, 0 for the row-parallel weight after it); unnamed parameters are replicated
@@ -197,7 +207,8 @@ class Workload:
 
     def strategies(self, framework: str, variant: str) -> tuple[str, ...]:
         """The parallel strategies this implementation runs (parallel.STRATEGIES order)."""
-        found = [s for s in DECLARED if self.parallel.get(s, {}).get(framework) == variant]
+        found = [s for s in DECLARED
+                 if variant in variants_of(self.parallel.get(s, {}).get(framework))]
         if "dp" in found and "tp" in found:
             found.append("dpxtp")
         return tuple(found)
@@ -283,10 +294,11 @@ class Workload:
         declared = self.parallel
         if not isinstance(declared, Mapping) or not all(
                 k in DECLARED and isinstance(v, Mapping)
-                and all(isinstance(f, str) and isinstance(x, str) for f, x in v.items())
+                and all(isinstance(f, str) and variants_of(x) for f, x in v.items())
                 for k, v in declared.items()):
             out.append(f"parallel={_short(declared)} must map a strategy ({', '.join(DECLARED)}) "
-                       "to {framework: variant}, e.g. {'dp': {'jax': 'jit', 'torch': 'eager'}}")
+                       "to {framework: variant or tuple of variants}, e.g. {'dp': {'jax': 'jit', "
+                       "'torch': ('eager', 'jit')}}")
         elif "tp" in declared and not self.tensor_parallel:
             out.append("parallel declares 'tp' but tensor_parallel names no parameter to split: "
                        "give {parameter-name pattern: axis}, e.g. {'w1': 1, 'w2': 0}")

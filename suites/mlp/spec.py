@@ -61,8 +61,9 @@ SPEC = Workload(
     flops_per_step=flops,
     # parallel cases (--mlbench-workers above 1, docs/DISTRIBUTED.md): JAX over a Mesh,
     # torch DDP, FSDP2 and DTensor; Megatron's MLP split: w1 by columns, w2 by rows
-    parallel={s: {"jax": "jit", "torch": "eager", "tensorflow": "jit"}
-              for s in ("dp", "fsdp", "tp")},
+    # torch's dp also compiled (torch.compile around the DDP model)
+    parallel={"dp": {"jax": "jit", "torch": ("eager", "jit"), "tensorflow": "jit"},
+              **{s: {"jax": "jit", "torch": "eager", "tensorflow": "jit"} for s in ("fsdp", "tp")}},
     tensor_parallel={"w1": 1, "w2": 0},
     implementations={
         "numpy": ("eager",),

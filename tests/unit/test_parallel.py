@@ -152,7 +152,7 @@ def test_a_parallel_entry_for_an_undeclared_variant_or_framework_is_reported(
         (tmp_path / f"impl_{name}.py").write_text("build = None\n")
     declared = spec(parallel={"dp": {"torch": "jit", "jax": "jit"}, "fsdp": {"mxnet": "eager"}})
     found = [p.rule for p in catalogue.file_problems(tmp_path, declared, ("jax", "torch"))]
-    assert "parallel['dp']['torch'] = 'jit' is not a variant its implementations declare" \
+    assert "parallel['dp']['torch']: 'jit' is not a variant its implementations declare" \
         in found
     assert any("names framework 'mxnet', which no adapter provides" in m for m in found)
     malformed = spec(parallel=["dp"])

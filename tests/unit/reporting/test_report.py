@@ -501,7 +501,8 @@ def parallel_record(workers: int, strategy: str, median: float, held: int | None
     if held is None:
         return rec
     return replace(rec, checks={"resident": {"params": [held, held - 8], "grads": [held, 0],
-                                             "optimizer_state": [2 * held, 2 * held]}})
+                                             "optimizer_state": [2 * held, 2 * held]},
+                                "collectives": [[0.5, 0.3], [0.9, 0.9], [0.2, 0.2]]})
 
 
 def test_the_scaling_table_reads_efficiency_rate_and_what_each_worker_holds() -> None:
@@ -515,6 +516,8 @@ def test_the_scaling_table_reads_efficiency_rate_and_what_each_worker_holds() ->
     assert set(rows) == {"1", "dp-w2", "fsdp-w2"}  # "1 device", the two layouts; numpy has none
     # dp: 4 ms / (2 x 2.5 ms) = 0.80; 64 x 4 tokens a step at 2.5 ms = 102,400 a second
     assert rows["dp-w2"][2:6] == ["2.5", "102,400", "51,200", "0.80"]
-    assert rows["dp-w2"][6:] == ["4", "1", "|", "1", "|", "2"]  # MiB: held in all, then each
-    assert rows["fsdp-w2"][5:7] == ["0.40", "2"]
+    # collectives: the median pass's mean share (0.4), and that share of the 2.5 ms step
+    assert " ".join(rows["dp-w2"][6:9]) == "40% (1 ms)"
+    assert rows["dp-w2"][9:] == ["4", "1", "|", "1", "|", "2"]  # MiB: held in all, then each
+    assert rows["fsdp-w2"][5] == "0.40" and rows["fsdp-w2"][9] == "2"
     assert scaling.scaling_table([record("numpy-eager", 1e-3)]) == []
