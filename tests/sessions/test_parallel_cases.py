@@ -4,6 +4,8 @@
   mesh, Adam included (gpt), every check of a single-device case plus the sharding check (the
   suites' own check-only campaign in the test line runs one and two workers); four workers on
   a 2-core host share cores: about 35 s;
+- timed: the mlp's dp and fsdp at two workers, one process: the record keeps what each worker
+  holds and the share of a step in collectives, and the scaling table is printed: about 10 s;
 - two nodes: the honest seed MLP's dp, fsdp and tp cases launched as two groups of processes
   (torch's env:// rendezvous from torchrun's environment, jax.distributed with a process a
   node), and a case whose rank 1 is killed mid-run, which fails naming the rank and leaves no
@@ -107,3 +109,44 @@ def test_a_killed_rank_fails_its_case_and_leaves_no_process_behind(
     assert "worker 1 (pid" in result.message and "signal 9 (SIGKILL)" in result.message, \
         result.message
     assert marked(f"two-nodes-{os.getpid()}") == set()
+
+
+@background.session("timed_parallel")
+def timed_parallel_command(folder: Path) -> Command:
+    """The mlp's dp and fsdp at two workers, timed (one process, a few rounds), into JSON."""
+    return Command([str(ROOT / "suites"), "-p", "no:cacheprovider", "-q",
+                    "--mlbench-size=smoke", "--mlbench-threads=1", "--mlbench-workers=1,2",
+                    "--mlbench-strategies=dp,fsdp", "--mlbench-processes=1",
+                    "--benchmark-max-time=0.02", "--mlbench-frameworks=jax,torch",
+                    "--mlbench-variants=jit,eager", "-k", "mlp- and (jax-jit or torch-eager)",
+                    f"--benchmark-json={folder / 'run.json'}"],
+                   ROOT, timed=True, env={"PYTHON": sys.executable})
+
+
+@pytest.fixture
+def timed_parallel(tmp_path_factory: pytest.TempPathFactory) -> background.Done:
+    return background.result("timed_parallel", tmp_path_factory)
+
+
+@needs_frameworks
+def test_a_timed_parallel_run_records_what_each_worker_holds_and_its_collectives(
+        timed_parallel: background.Done) -> None:
+    """The record of each parallel case keeps every worker's bytes and each pass's share of a
+    step in collectives (between 0 and 1, every worker); the session prints the scaling table
+    with a row per layout."""
+    import json
+
+    assert timed_parallel.returncode == 0, timed_parallel.output[-3000:]
+    run = json.loads((timed_parallel.folder / "run.json").read_text())
+    found = {b["extra_info"]["mlbench"]["name"]: b["extra_info"]["mlbench"]
+             for b in run["benchmarks"]}
+    for impl in ("jax-jit", "torch-eager"):
+        for layout in ("dp-w2", "fsdp-w2"):
+            checks = found[f"mlp-{impl}-{layout}-cpu-fp32"]["checks"]
+            assert {len(v) for v in checks["resident"].values()} == {2}, checks["resident"]
+            [shares] = checks["collectives"]  # one pass, a share per worker
+            assert len(shares) == 2 and all(0 < s <= 1 for s in shares), shares
+        assert "collectives" not in found[f"mlp-{impl}-cpu-fp32"]["checks"]
+    table = timed_parallel.output.split("parallel strategies, scaling")[1]
+    assert all(f"{impl}" in table for impl in ("jax-jit", "torch-eager"))
+    assert table.count(" dp-w2 ") == 2 and table.count(" fsdp-w2 ") == 2, table
