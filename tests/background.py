@@ -1,11 +1,12 @@
 """The pytest sessions this test suite runs in subprocesses over whole folders of workloads
 (the cheaters, the kinds, the float64 optimizer cases): each takes tens of seconds, most of
 it in worker processes, and the tests that read its outcomes only wait for it. So they start
-as the test session's first test starts, one after another on a thread of their own, beside
-the in-process tests and the suites' own check-only campaign, and a test that asks for one's
-outcome waits only for what is left of it. They start in the order the tests will ask for
-them (tests/conftest.py runs the tests that read them after the others). A session no
-selected test asks for never starts.
+as the test session's first test starts, beside the in-process tests and the suites' own
+check-only campaign, and a test that asks for one's outcome waits only for what is left of it.
+They start in the order the tests will ask for them (tests/conftest.py runs the tests that read
+them after the others), on two lanes: the sessions that time something one after another (two
+would measure each other), and the check-only ones one after another beside them. A session
+no selected test asks for never starts.
 
 A module declares one with ``@background.session(name)`` on a function that makes its folder
 and returns its ``Command``; its fixture ``name`` (the name a test asks for) returns
@@ -74,7 +75,8 @@ def wants(item: pytest.Item, name: str) -> bool:
 
 
 class Lane:
-    """The sessions, run one at a time on one thread, in the order they were asked for."""
+    """The sessions, in the order they were asked for, on two threads: the timed ones one at a
+    time, the check-only ones one at a time beside them."""
 
     def __init__(self) -> None:
         self.cache = ""  # the test run's shared compile-cache folder
@@ -82,15 +84,20 @@ class Lane:
         # owner marks of tests that count their own processes) must not reach a session
         # started while that test runs
         self.environ: dict[str, str] = dict(os.environ)
-        self._pool: futures.ThreadPoolExecutor | None = None
+        # two lanes: the sessions that time something, one at a time (two timed sessions would
+        # measure each other), and those that only check, one at a time beside them
+        self._pools: dict[bool, futures.ThreadPoolExecutor] = {}
         self._runs: dict[str, futures.Future[Done]] = {}
 
     def submit(self, name: str, folders: pytest.TempPathFactory) -> futures.Future[Done]:
         if name not in self._runs:
-            if self._pool is None:
-                self._pool = futures.ThreadPoolExecutor(1, thread_name_prefix="background")
             folder = folders.mktemp(name)
-            self._runs[name] = self._pool.submit(self._run, MAKERS[name](folder), folder, name)
+            command = MAKERS[name](folder)
+            pool = self._pools.get(command.timed)
+            if pool is None:
+                pool = self._pools[command.timed] = futures.ThreadPoolExecutor(
+                    1, thread_name_prefix="background-timed" if command.timed else "background")
+            self._runs[name] = pool.submit(self._run, command, folder, name)
         return self._runs[name]
 
     def _run(self, command: Command, folder: Path, name: str) -> Done:
@@ -116,9 +123,9 @@ class Lane:
         return Done(done.returncode, done.stdout + done.stderr, folder)
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        for pool in self._pools.values():
+            pool.shutdown(wait=True, cancel_futures=True)
+        self._pools.clear()
         self._runs.clear()
 
 

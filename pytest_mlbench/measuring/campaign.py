@@ -236,8 +236,9 @@ class Campaign:
         """The pools a case may run on. A session that times nothing may keep a pool of each
         framework per core, so that one framework's compilations (torch.compile's of every
         workload) need not wait for each other; the later ones start only when a job needs
-        them (UntimedJobs prefers a job's first pool). A timed pass has one pool a framework."""
-        slots = 1 if self.plan.timing else self.untimed.width
+        them (UntimedJobs prefers a job's first pool). A timed pass has one pool a framework,
+        and so has a parallel layout: its workers already take a core each."""
+        slots = 1 if self.plan.timing or state.cid.workers > 1 else self.untimed.width
         return tuple(self._pool_key(state, slot) for slot in range(slots))
 
     def _finish_on(self, run: CaseRun, p: int, key: PoolKey) -> None:
