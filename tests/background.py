@@ -4,9 +4,8 @@ it in worker processes, and the tests that read its outcomes only wait for it. S
 as the test session's first test starts, beside the in-process tests and the suites' own
 check-only campaign, and a test that asks for one's outcome waits only for what is left of it.
 They start in the order the tests will ask for them (tests/conftest.py runs the tests that read
-them after the others), on two lanes: the sessions that time something one after another (two
-would measure each other), and the check-only ones one after another beside them. A session
-no selected test asks for never starts.
+them after the others), two at a time, a session that times something never beside another
+that does (they would measure each other). A session no selected test asks for never starts.
 
 A module declares one with ``@background.session(name)`` on a function that makes its folder
 and returns its ``Command``; its fixture ``name`` (the name a test asks for) returns
@@ -21,6 +20,7 @@ import concurrent.futures as futures
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 
 TIMEOUT_S = 900
+LANES = 2  # sessions run side by side (a 2-core host: the in-process tests take the rest)
 START = time.monotonic()  # as the test session imported this module
 
 
@@ -75,8 +76,9 @@ def wants(item: pytest.Item, name: str) -> bool:
 
 
 class Lane:
-    """The sessions, in the order they were asked for, on two threads: the timed ones one at a
-    time, the check-only ones one at a time beside them."""
+    """The sessions, in the order they were asked for, on ``LANES`` threads: each takes the
+    first waiting session it may run, a timed one only while no other timed one runs (two
+    would measure each other)."""
 
     def __init__(self) -> None:
         self.cache = ""  # the test run's shared compile-cache folder
@@ -84,21 +86,53 @@ class Lane:
         # owner marks of tests that count their own processes) must not reach a session
         # started while that test runs
         self.environ: dict[str, str] = dict(os.environ)
-        # two lanes: the sessions that time something, one at a time (two timed sessions would
-        # measure each other), and those that only check, one at a time beside them
-        self._pools: dict[bool, futures.ThreadPoolExecutor] = {}
         self._runs: dict[str, futures.Future[Done]] = {}
+        self._waiting: list[tuple[str, Command, Path, futures.Future[Done]]] = []
+        self._timed_running = False
+        self._closed = False
+        self._cond = threading.Condition()
+        self._threads: list[threading.Thread] = []
 
     def submit(self, name: str, folders: pytest.TempPathFactory) -> futures.Future[Done]:
-        if name not in self._runs:
-            folder = folders.mktemp(name)
-            command = MAKERS[name](folder)
-            pool = self._pools.get(command.timed)
-            if pool is None:
-                pool = self._pools[command.timed] = futures.ThreadPoolExecutor(
-                    1, thread_name_prefix="background-timed" if command.timed else "background")
-            self._runs[name] = pool.submit(self._run, command, folder, name)
-        return self._runs[name]
+        with self._cond:
+            if name not in self._runs:
+                folder = folders.mktemp(name)
+                future: futures.Future[Done] = futures.Future()
+                self._runs[name] = future
+                self._waiting.append((name, MAKERS[name](folder), folder, future))
+                if not self._threads:
+                    self._closed = False
+                    self._threads = [threading.Thread(target=self._serve, daemon=True,
+                                                      name=f"background-{i}")
+                                     for i in range(LANES)]
+                    for thread in self._threads:
+                        thread.start()
+                self._cond.notify_all()
+            return self._runs[name]
+
+    def _next(self) -> tuple[str, Command, Path, futures.Future[Done]] | None:
+        """The first waiting session this thread may start (None: the lane is closed)."""
+        with self._cond:
+            while True:
+                if self._closed:
+                    return None
+                for i, (_, command, _, _) in enumerate(self._waiting):
+                    if not (command.timed and self._timed_running):
+                        self._timed_running |= command.timed
+                        return self._waiting.pop(i)
+                self._cond.wait()
+
+    def _serve(self) -> None:
+        while (job := self._next()) is not None:
+            name, command, folder, future = job
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(self._run(command, folder, name))
+                except BaseException as exc:  # noqa: BLE001 - handed to the test that waits
+                    future.set_exception(exc)
+            with self._cond:
+                self._timed_running &= not command.timed
+                self._cond.notify_all()
 
     def _run(self, command: Command, folder: Path, name: str) -> Done:
         began = time.monotonic()
@@ -123,9 +157,16 @@ class Lane:
         return Done(done.returncode, done.stdout + done.stderr, folder)
 
     def close(self) -> None:
-        for pool in self._pools.values():
-            pool.shutdown(wait=True, cancel_futures=True)
-        self._pools.clear()
+        """Wait for the sessions running now; those not started are cancelled."""
+        with self._cond:
+            self._closed = True
+            for _, _, _, future in self._waiting:
+                future.cancel()
+            self._waiting.clear()
+            self._cond.notify_all()
+        for thread in self._threads:
+            thread.join()
+        self._threads = []
         self._runs.clear()
 
 

@@ -167,6 +167,17 @@ def test_only_a_timed_campaign_warms_compilers_up_and_only_for_compiled_cases() 
                                                     for k in unchecked._slots(s)})
 
 
+def test_a_parallel_layout_gets_one_pool_where_single_devices_get_one_a_core() -> None:
+    """A session that times nothing keeps a pool of each framework per core for its
+    single-device cases; a parallel case's pool already takes a core a worker, so it has one
+    (two would start twice the ranks and oversubscribe the cores)."""
+    unchecked = campaign_of(False)
+    single = next(iter(unchecked.states.values()))
+    parallel = replace(single, cid=replace(single.cid, workers=2, strategy="fsdp"))
+    assert len(unchecked._slots(single)) == unchecked.untimed.width
+    assert unchecked._slots(parallel) == (PoolKey("torch", 2, "", 0),)
+
+
 def test_only_the_first_pass_warms_compilers_up(monkeypatch: pytest.MonkeyPatch) -> None:
     """Compile time is reported from the first pass alone (cold, once): the pools of later
     passes start without the warm-up, and those of the first pass with it."""
