@@ -210,3 +210,34 @@ def test_the_worker_holding_an_element_follows_each_engines_placement() -> None:
     assert holders(Layout("dpxtp", 4), "jax", (8, 6), (7, 0), 0) == \
         "workers 1, 3's shard on the model axis (axis 0, 4 to 7)"
     assert holders(Layout("dp", 2), "torch", (8, 6), (0, 0), None) == ""
+
+
+def test_only_the_strategies_a_workload_names_join_the_main_job() -> None:
+    from pytest_mlbench import frameworks
+    from pytest_mlbench.parametrize import case_params
+
+    both = {"jax": "jit", "torch": "eager"}
+    declared = spec(parallel={"dp": both, "fsdp": both}, main_strategies=("fsdp",))
+    settings = build_settings({"frameworks": "torch"}, option_table())
+    cases = list(enumerate_cases((declared,), settings, {}))
+    params = case_params(cases, catalogue.Catalogue(Path("."), (declared,)), frameworks.BUILTIN)
+    main = {p.id for p in params if any(m.name == "mlbench_main" for m in p.marks)}
+    assert {i for i in main if "-w2" in i} == {"par-sgd-torch-eager-fsdp-w2-cpu-fp32",
+                                                 "par-adam-torch-eager-fsdp-w2-cpu-fp32"}
+    assert spec(main_strategies=("zero3",)).problems()[0].startswith("main_strategies=")
+
+
+def test_a_strategy_the_framework_lacks_skips_with_its_reason() -> None:
+    from pytest_mlbench import frameworks
+    from pytest_mlbench.parallel import GAPS
+    from pytest_mlbench.parametrize import case_params
+
+    declared = spec(implementations={"tensorflow": ("jit",)},
+                    parallel={"fsdp": {"tensorflow": "jit"}})
+    settings = build_settings({"frameworks": "tensorflow"}, option_table())
+    cases = list(enumerate_cases((declared,), settings, {}))
+    params = {p.id: p for p in case_params(cases, catalogue.Catalogue(Path("."), (declared,)),
+                                           frameworks.BUILTIN)}
+    [skip] = params["par-adam-tensorflow-jit-fsdp-w2-cpu-fp32"].marks[:1]
+    assert skip.name == "skip" and skip.kwargs["reason"] == GAPS["tensorflow"]["fsdp"]
+    assert not any(m.name == "skip" for m in params["par-adam-tensorflow-jit-cpu-fp32"].marks)
