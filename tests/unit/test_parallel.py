@@ -241,3 +241,10 @@ def test_a_strategy_the_framework_lacks_skips_with_its_reason() -> None:
     [skip] = params["par-adam-tensorflow-jit-fsdp-w2-cpu-fp32"].marks[:1]
     assert skip.name == "skip" and skip.kwargs["reason"] == GAPS["tensorflow"]["fsdp"]
     assert not any(m.name == "skip" for m in params["par-adam-tensorflow-jit-cpu-fp32"].marks)
+
+
+@pytest.mark.parametrize("bad", ["0", "two", "1,,2"])
+def test_a_bad_node_count_names_the_option_and_what_is_accepted(bad: str) -> None:
+    with pytest.raises(OptionError, match=r"^--mlbench-nodes: .* is not a node count; give an "
+                                          r"integer from 1 to \d+, or a comma list such as"):
+        build_settings({"nodes": bad}, option_table())
