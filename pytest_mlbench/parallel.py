@@ -34,9 +34,8 @@ STRATEGIES: dict[str, str] = {
 # reason (a declared gap, never a silent one)
 GAPS: dict[str, dict[str, str]] = {
     "tensorflow": {
-        "dp": "TensorFlow's MultiWorkerMirroredStrategy must configure its collectives as the "
-              "TF runtime starts, before a worker's thread and precision set-up; this harness "
-              "does not build it",
+        "nodes": "TensorFlow's data parallelism here is MirroredStrategy in one process; "
+                 "MultiWorkerMirroredStrategy across processes (TF_CONFIG) is not built",
         "fsdp": "tf.distribute has no fully sharded strategy (variables are mirrored or on "
                 "parameter servers)",
         "tp": "tf.distribute has no tensor-parallel strategy (TensorFlow's DTensor is "

@@ -96,8 +96,9 @@ def case_params(cases: list[CaseId], catalogue: Catalogue,
                 registry: Mapping[str, Any]) -> list[Any]:
     params = []
     for cid in cases:
-        missing = frameworks.missing_reason(cid.framework, dict(registry)) or GAPS.get(
-            cid.framework, {}).get(cid.strategy)
+        gaps = GAPS.get(cid.framework, {})
+        missing = (frameworks.missing_reason(cid.framework, dict(registry))
+                   or gaps.get(cid.strategy) or (gaps.get("nodes") if cid.nodes > 1 else None))
         marks = [pytest.mark.skip(reason=missing)] if missing else []
         if cid.shape.main and cid.task.main and (
                 not cid.strategy or cid.strategy in cid.workload.main_strategies):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")  # before keras is first imported
@@ -204,27 +204,44 @@ class Trainer:
         return self.train_step(self.data)
 
     def state(self) -> dict[str, Any]:
-        slots: dict[str, Any] = {}
-        if self.opt_spec.name == "momentum":
-            # Keras keeps v = mu v - lr g and steps p += v; torch's (and the spec's) buffer
-            # is b = mu b + g with p -= lr b, so b = -v / lr
-            lr = tf.cast(self.opt.learning_rate, self.variables[0].dtype)
-            slots["momentum"] = self._tree([-v / lr for v in self.opt.momentums])
-        elif self.opt_spec.counted:
-            slots["m"] = self._tree(self.opt._momentums)
-            slots["v"] = self._tree(self.opt._velocities)
-        return canonical_state(slots, self.opt.iterations if self.opt_spec.counted else None)
+        return optimizer_state(self.opt, self.opt_spec, self.variables[0].dtype, self._tree)
 
     def _tree(self, per_variable: list[Any]) -> dict[str, Any]:
         """Slots built in ``self.variables`` order, arranged as the model's tree."""
         return self.model.flat(tf.nest.pack_sequence_as(self.p, list(per_variable)))
 
     def hyperparameters(self) -> dict[str, float]:
-        o = self.opt
-        return hyper({"lr": o.learning_rate, "momentum": getattr(o, "momentum", None),
-                      "b1": getattr(o, "beta_1", None), "b2": getattr(o, "beta_2", None),
-                      "eps": getattr(o, "epsilon", None),
-                      "weight_decay": getattr(o, "weight_decay", None)})
+        return optimizer_hyperparameters(self.opt)
+
+
+def optimizer_state(opt: Any, spec: Any, dtype: Any,
+                    arrange: Callable[[list[Any]], dict[str, Any]]) -> dict[str, Any]:
+    """Keras's optimizer state in the canonical names, each slot's per-variable list (in the
+    order the optimizer was built on) made the spec's flat dict by ``arrange``."""
+    slots: dict[str, Any] = {}
+    if spec.name == "momentum":
+        # Keras keeps v = mu v - lr g and steps p += v; torch's (and the spec's) buffer
+        # is b = mu b + g with p -= lr b, so b = -v / lr
+        lr = tf.cast(opt.learning_rate, dtype)
+        slots["momentum"] = arrange([-v / lr for v in opt.momentums])
+    elif spec.counted:
+        slots["m"] = arrange(list(opt._momentums))
+        slots["v"] = arrange(list(opt._velocities))
+    return canonical_state(slots, opt.iterations if spec.counted else None)
+
+
+def optimizer_hyperparameters(opt: Any) -> dict[str, float]:
+    """The optimizer's own settings; a variable (the learning rate, a MirroredVariable under a
+    tf.distribute strategy) read as the value it holds, Python numbers as they are."""
+    def read(value: Any) -> Any:
+        return value if value is None or isinstance(value, int | float) else \
+            tf.convert_to_tensor(value).numpy()
+
+    return hyper({"lr": read(opt.learning_rate),
+                  "momentum": read(getattr(opt, "momentum", None)),
+                  "b1": read(getattr(opt, "beta_1", None)), "b2": read(getattr(opt, "beta_2", None)),
+                  "eps": read(getattr(opt, "epsilon", None)),
+                  "weight_decay": read(getattr(opt, "weight_decay", None))})
 
 
 class Jvp(Transform):

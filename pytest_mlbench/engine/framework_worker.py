@@ -60,8 +60,9 @@ class FrameworkWorker:
         self.adapter = frameworks.load(config["framework"], config["registry"])
         self.adapter.set_threads(config["threads"])
         join = getattr(self.adapter, "join_at_start", None)
-        if world > 1 and callable(join):  # a runtime that must join before its first op
-            join(rank, world, config.get("dp") or {})
+        parallel = config.get("dp") or {}
+        if parallel.get("workers", 1) > 1 and callable(join):  # before the runtime starts
+            join(rank, world, parallel)
         self.cases: dict[int, CaseServer] = {}
         self.pinned: dict[str, Any] = {"pinned": False, "why": "affinity off"}
         self.compiler_start_s: float | None = None

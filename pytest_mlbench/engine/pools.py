@@ -132,7 +132,8 @@ class FrameworkPool:
         parallel case gets a core per device where the machine has them, whichever framework
         runs it: torch's ranks one each (a process per rank, in ``nodes`` groups joining
         through torchrun's environment, ``engine/distributed``), JAX's one process a node
-        owning its devices (several nodes join through jax.distributed)."""
+        owning its devices (several nodes join through jax.distributed), TensorFlow's one
+        process owning N logical devices (MirroredStrategy)."""
         available = threading_.cores()
         n, nodes = self.key.workers, self.key.nodes
         mine = available[:self.threads if n == 1 else max(self.threads, n)]
@@ -141,6 +142,8 @@ class FrameworkPool:
         settings: dict[str, Any] = {"workers": n, "nodes": nodes, "timeout_s": CALL_TIMEOUT_S,
                                     "master_addr": "127.0.0.1",
                                     "master_port": free_loopback_port()}
+        if self.key.framework == "tensorflow":  # one process, its logical devices (the worker)
+            return 1, {}, [available[:self.per_worker_threads(1)]], settings
         if self.key.framework == "jax":
             flags = environ.get("XLA_FLAGS", "")
             # N host devices a node for a CPU mesh; JAX_PLATFORMS left as it is, so that a GPU

@@ -543,6 +543,130 @@ class TorchSharded:
         return torch_collective_share(self._forward_backward, steps)
 
 
+_STRATEGIES: dict[tuple[str, ...], Any] = {}
+
+
+def _mirrored(devices: tuple[str, ...]) -> Any:
+    """One MirroredStrategy a process per set of devices: each strategy numbers its
+    collectives from the same keys, and two in one process clash (a collective of one case's
+    shapes meets another's)."""
+    import tensorflow as tf
+
+    if devices not in _STRATEGIES:
+        _STRATEGIES[devices] = tf.distribute.MirroredStrategy(list(devices))
+    return _STRATEGIES[devices]
+
+
+class TFMirrored:
+    """TensorFlow's data parallelism on one host (``tf.distribute.MirroredStrategy``) over N
+    devices of one process: on a CPU host, N logical CPU devices the worker made as it started
+    (``join_at_start``). Variables are MirroredVariables, the spec's optimizer Keras's own made
+    in the strategy's scope; each replica steps on its contiguous slice of the global batch,
+    its mean loss divided by the replicas, and Keras's ``apply`` sums the gradients over the
+    replicas (an all-reduce) before every replica applies the same update."""
+
+    def __init__(self, case: Any, loss: Loss, dp: dict[str, Any]) -> None:
+        import tensorflow as tf
+
+        from pytest_mlbench.builders.tensorflow_ import optimizer
+
+        n = dp["workers"]
+        batch = _check_batch(case, n)
+        kind = "GPU" if case.id.device == "gpu" else "CPU"
+        devices = tf.config.list_logical_devices(kind)
+        if len(devices) < n:
+            raise Unavailable(f"tensorflow sees {len(devices)} {kind} device(s), {n} needed")
+        self.strategy = strategy = _mirrored(tuple(d.name for d in devices[:n]))
+        self.names = names = sorted(case.params)
+        with strategy.scope():
+            self.variables = [tf.Variable(case.params[k]) for k in names]
+            self.opt = optimizer(case.optimizer, case.dtype)
+            self.opt.build(self.variables)
+        per = batch // n
+
+        def shard(found: dict[str, Any]) -> dict[str, Any]:
+            def mine(ctx: Any) -> dict[str, Any]:
+                r = ctx.replica_id_in_sync_group
+                return {k: v[r * per:(r + 1) * per] for k, v in found.items()}
+
+            return strategy.experimental_distribute_values_from_function(mine)
+
+        case.shard = shard
+        case.data = shard(case.data)
+        self.case, self.replicas, self.loss = case, n, loss
+        self._grads = case.compile(lambda data: self._each(self._evaluate, data))
+        self._step = case.compile(lambda data: self._each(self._update, data))
+
+    def _each(self, fn: Callable[..., Any], data: Any) -> Any:
+        """``fn`` on every replica; its all-reduced results, as the first replica holds them."""
+        import tensorflow as tf
+
+        found = self.strategy.run(fn, args=(data,))
+        return tf.nest.map_structure(lambda x: self.strategy.experimental_local_results(x)[0],
+                                     found)
+
+    def _value_and_grads(self, data: Any) -> Any:
+        import tensorflow as tf
+
+        with tf.GradientTape() as tape:
+            value = self.loss(dict(zip(self.names, self.variables, strict=True)),
+                              *data.values()) / self.replicas
+        return value, tape.gradient(value, self.variables)
+
+    def _evaluate(self, data: Any) -> Any:
+        import tensorflow as tf
+
+        value, grads = self._value_and_grads(data)
+        ctx = tf.distribute.get_replica_context()
+        return ctx.all_reduce("SUM", value), ctx.all_reduce("SUM", grads)
+
+    def _update(self, data: Any) -> Any:
+        import tensorflow as tf
+
+        value, grads = self._value_and_grads(data)
+        self.opt.apply(grads, self.variables)  # Keras all-reduces (sums) across replicas
+        return tf.distribute.get_replica_context().all_reduce("SUM", value)
+
+    def params(self) -> dict[str, Any]:
+        return {k: v.read_value() for k, v in zip(self.names, self.variables, strict=True)}
+
+    def loss_and_grads(self) -> tuple[Any, dict[str, Any]]:
+        value, grads = self._grads(self.case.batch())
+        return value, dict(zip(self.names, grads, strict=True))
+
+    def step(self) -> Any:
+        return self._step(self.case.batch())
+
+    def state(self) -> dict[str, Any]:
+        from pytest_mlbench.builders.tensorflow_ import optimizer_state
+
+        return optimizer_state(self.opt, self.case.optimizer, self.variables[0].dtype,
+                               lambda slots: {k: s.read_value() if hasattr(s, "read_value")
+                                              else s for k, s in zip(self.names, slots,
+                                                                     strict=True)})
+
+    def hyperparameters(self) -> dict[str, float]:
+        from pytest_mlbench.builders.tensorflow_ import optimizer_hyperparameters
+
+        return optimizer_hyperparameters(self.opt)
+
+    def resident(self) -> dict[str, list[int]]:
+        """Bytes each replica's device holds: every MirroredVariable has a copy on each."""
+        import keras
+
+        def per_device(variables: list[Any]) -> list[int]:
+            held = [0] * self.replicas
+            for v in variables:
+                inner = v.value if isinstance(v, keras.Variable) else v  # its tf.Variable
+                for i, copy in enumerate(getattr(inner, "values", (inner,))[:self.replicas]):
+                    dtype = np.dtype(getattr(copy.dtype, "name", copy.dtype))
+                    held[i] += int(np.prod(copy.shape)) * dtype.itemsize
+            return held
+
+        state = [v for v in self.opt.variables if len(v.shape) > 0]
+        return {"params": per_device(self.variables), "optimizer_state": per_device(state)}
+
+
 try:  # a Module subclass needs torch at class-definition time: only where torch exists
     import torch as _torch
 

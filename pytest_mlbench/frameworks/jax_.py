@@ -240,8 +240,11 @@ class JaxAdapter:
     def join_at_start(self, rank: int, world: int, dp: dict[str, Any]) -> None:
         """One process of a job of several (a node each): jax.distributed's coordinator at
         the pool's address, CPU collectives over gloo; before any JAX computation, as
-        jax.distributed requires."""
+        jax.distributed requires. A process that owns every device joins nothing."""
         import jax
+
+        if world == 1:
+            return
 
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
         jax.distributed.initialize(coordinator_address=f"{dp['master_addr']}:{dp['master_port']}",

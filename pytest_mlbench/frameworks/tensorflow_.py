@@ -153,6 +153,26 @@ class TensorflowAdapter:
     def compile_events(self) -> int:
         return self._traces
 
+    def join_at_start(self, rank: int, world: int, dp: dict[str, Any]) -> None:
+        """A parallel pool's process: the CPU split into as many logical devices as the case
+        has workers, before the runtime starts (it can be set only then), for
+        MirroredStrategy; GPU cases use the physical GPUs."""
+        import tensorflow as tf
+
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * int(dp["workers"]))
+
+    def parallel(self, case: Any, loss: Callable[..., Any], dp: dict[str, Any]) -> Any:
+        from pytest_mlbench.frameworks.distributed import TFMirrored
+        from pytest_mlbench.parallel import GAPS
+
+        if case.id.strategy != "dp":
+            raise Unsupported(GAPS["tensorflow"][case.id.strategy])
+        if case.id.nodes > 1:
+            raise Unsupported(GAPS["tensorflow"]["nodes"])
+        return TFMirrored(case, loss, dp)
+
     def census(self, root: Any) -> tuple[int, str] | None:
         """Trainable variables behind the trainer: Keras layers' trainable weights and any
         other trainable tf.Variable it keeps."""
@@ -165,6 +185,13 @@ class TensorflowAdapter:
         except ImportError:
             keras, kinds = None, (tf.Variable,)
         found = reachable(root, lambda o: isinstance(o, kinds), skip=lambda o: tf.is_tensor(o))
+        # a tf.distribute strategy keeps variables of its own (not parameters), reachable
+        # through it and through the functions it ran: they are not counted
+        strategies = reachable(root, lambda o: isinstance(o, tf.distribute.Strategy),
+                               skip=lambda o: tf.is_tensor(o))
+        own = {id(v) for s in strategies
+               for v in reachable(s, lambda o: isinstance(o, kinds), skip=lambda o: tf.is_tensor(o))}
+        found = [o for o in found if id(o) not in own]
         variables: dict[int, Any] = {}
         for obj in found:
             members = obj.trainable_weights if keras and isinstance(obj, keras.layers.Layer) \

@@ -76,8 +76,9 @@ def _row(record: Record, single: float | None) -> list[str]:
     return [f"{i.framework}-{i.variant}", layout, f"{step * 1e3:.3g}", f"{rate:,.0f}",
             f"{rate / i.workers:,.0f}", efficiency,
             "" if comm is None else f"{comm:.0%} ({comm * step * 1e3:.2g} ms)",
-            "" if held is None else f"{sum(held) / 2**20:.3g}",
-            "" if held is None else " | ".join(f"{b / 2**20:.3g}" for b in held)]
+            "" if held is None else f"{sum(b or 0 for b in held) / 2**20:.3g}",
+            "" if held is None else " | ".join("-" if b is None else f"{b / 2**20:.3g}"
+                                               for b in held)]
 
 
 def collective_share(checks: Mapping[str, Any]) -> float | None:
@@ -91,16 +92,18 @@ def collective_share(checks: Mapping[str, Any]) -> float | None:
     return means[len(means) // 2] if means else None
 
 
-def resident(checks: Mapping[str, Any]) -> tuple[int, int, int] | None:
+def resident(checks: Mapping[str, Any]) -> tuple[int | None, int | None, int | None] | None:
     """The largest worker's bytes of parameters, gradients and optimizer state, as the
-    record's sharding check read them (None: not a parallel record, or not read)."""
+    record's sharding check read them (None: not a parallel record, or not read; a category
+    the engine does not report, None)."""
     found = checks.get("resident")
     if not isinstance(found, Mapping):
         return None
-    out = []
+    out: list[int | None] = []
     for key in ("params", "grads", "optimizer_state"):
-        values = found.get(key) or [0]
-        if not all(isinstance(v, int) for v in values):
+        values = found.get(key)
+        if values is not None and not (isinstance(values, list) and values
+                                       and all(isinstance(v, int) for v in values)):
             return None
-        out.append(max(values))
+        out.append(None if values is None else max(values))
     return out[0], out[1], out[2]

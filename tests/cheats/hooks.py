@@ -12,6 +12,8 @@ and behave as the built-in ones for every other case:
   reduce-scatter off (``set_requires_gradient_sync(False)``);
 - fsdpswap (torch): after the checked steps, rank 1's shards are overwritten with rank 0's
   after every step (a broadcast from rank 0): the all-gather reads rank 0's rows twice;
+- dpsum (TensorFlow): MirroredStrategy with each replica's loss left undivided by the
+  replicas, so Keras's sum over replicas doubles the gradient;
 - nodekill (both): after the checked steps, rank 1 kills its own process (SIGKILL) in its
   first timed step, while the other rank waits for it in a collective."""
 
@@ -27,6 +29,7 @@ from typing import Any
 from pytest_mlbench import load_suite_file, sgd_step
 from pytest_mlbench.frameworks import distributed
 from pytest_mlbench.frameworks.jax_ import JaxAdapter
+from pytest_mlbench.frameworks.tensorflow_ import TensorflowAdapter
 from pytest_mlbench.frameworks.torch_ import TorchAdapter
 
 SPECS = load_suite_file(Path(__file__).parent / "suites" / "specs.py")
@@ -153,5 +156,13 @@ class CheatingJax(JaxAdapter):
         return SPECS.HalfBatch(trainer, half, warm=jax.block_until_ready)
 
 
+class CheatingTensorflow(TensorflowAdapter):
+    def parallel(self, case: Any, loss: Any, dp: dict[str, Any]) -> Any:
+        trainer = super().parallel(case, loss, dp)
+        if case.id.workload.name == "dpsum":
+            trainer.replicas = 1  # read as its steps are traced: the loss not divided
+        return trainer
+
+
 def pytest_mlbench_adapters(config: Any) -> dict[str, Any]:
-    return {"jax": CheatingJax, "torch": CheatingTorch}
+    return {"jax": CheatingJax, "torch": CheatingTorch, "tensorflow": CheatingTensorflow}

@@ -520,4 +520,9 @@ def test_the_scaling_table_reads_efficiency_rate_and_what_each_worker_holds() ->
     assert " ".join(rows["dp-w2"][6:9]) == "40% (1 ms)"
     assert rows["dp-w2"][9:] == ["4", "1", "|", "1", "|", "2"]  # MiB: held in all, then each
     assert rows["fsdp-w2"][5] == "0.40" and rows["fsdp-w2"][9] == "2"
+    # an engine that does not say what it holds of a category (TensorFlow's gradients): "-"
+    tf_like = replace(parallel_record(2, "dp", 2.5e-3, held=2**20),
+                      checks={"resident": {"params": [2**20, 2**20]}})
+    [row] = [cols(line) for line in scaling.scaling_table([tf_like])[2:]]
+    assert row[-5:] == ["1", "|", "-", "|", "-"]
     assert scaling.scaling_table([record("numpy-eager", 1e-3)]) == []

@@ -1,0 +1,9 @@
+"""Honest code (the project's seed MLP): the cheating is in the hook's adapter (hooks.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_mlbench import load_suite_file
+
+build = load_suite_file(Path(__file__).parents[1] / "specs.py").honest("mlp", "tensorflow").build
