@@ -286,7 +286,58 @@ class MeshTrainer:
                                                  for d in self.mesh.devices.flat))
 
 
-class TorchDDP:
+class TorchRank:
+    """What every torch parallel trainer of one rank shares (train protocol): subclasses hold
+    ``case``, ``names``, ``opt``, their parameters (``_parameters``, in ``names`` order) and a
+    forward and backward whose collectives are the strategy's (``_forward_backward``). What the
+    checks read is gathered outside the clock (``_gathered``: a DTensor whole, a plain tensor
+    as it is)."""
+
+    case: Any
+    names: list[str]
+    opt: Any
+
+    def _parameters(self) -> list[Any]:
+        raise NotImplementedError
+
+    def _forward_backward(self) -> Any:
+        raise NotImplementedError
+
+    def _named(self) -> dict[str, Any]:
+        return dict(zip(self.names, self._parameters(), strict=True))
+
+    def params(self) -> dict[str, Any]:
+        return {k: _gathered(p.detach()) for k, p in self._named().items()}
+
+    def loss_and_grads(self) -> tuple[Any, dict[str, Any]]:
+        loss = self._forward_backward()
+        return loss, {k: _gathered(p.grad) for k, p in self._named().items()}
+
+    def step(self) -> Any:
+        loss = self._forward_backward()
+        self.opt.step()
+        return loss
+
+    def state(self) -> dict[str, Any]:
+        from pytest_mlbench.builders.torch_ import optimizer_state
+
+        found = optimizer_state(self.opt, self.case.optimizer, self._named())
+        return {k: _gathered(v) for k, v in found.items()}
+
+    def hyperparameters(self) -> dict[str, float]:
+        from pytest_mlbench.builders.torch_ import optimizer_hyperparameters
+
+        return optimizer_hyperparameters(self.opt, self.case.optimizer)
+
+    def resident(self) -> dict[str, list[int]]:
+        return torch_resident(self._parameters(), self.opt)
+
+    def collectives(self, steps: int = COLLECTIVE_STEPS) -> list[float]:
+        """The forward and backward's collectives (the optimizer's step makes none)."""
+        return torch_collective_share(self._forward_backward, steps)
+
+
+class TorchDDP(TorchRank):
     """One rank of a DistributedDataParallel step of the spec's optimizer (train protocol);
     the ``jit`` variant runs the DDP model under torch.compile (``case.compile``: dynamo splits
     the graph at DDP's bucket boundaries so the all-reduces overlap the backward), the
@@ -315,42 +366,14 @@ class TorchDDP:
         case.data = case.shard(case.data)  # this rank's shard; each step reads its own
         self.case, self.names = case, names
 
-    def _named(self) -> dict[str, Any]:
-        return dict(zip(self.names, self.model.module.p, strict=True))
-
-    def params(self) -> dict[str, Any]:
-        return {k: p.detach() for k, p in self._named().items()}
-
-    def state(self) -> dict[str, Any]:
-        from pytest_mlbench.builders.torch_ import optimizer_state
-
-        return optimizer_state(self.opt, self.case.optimizer, self._named())
-
-    def hyperparameters(self) -> dict[str, float]:
-        from pytest_mlbench.builders.torch_ import optimizer_hyperparameters
-
-        return optimizer_hyperparameters(self.opt, self.case.optimizer)
+    def _parameters(self) -> list[Any]:
+        return list(self.model.module.p)
 
     def _forward_backward(self) -> Any:
         self.opt.zero_grad(set_to_none=True)
         loss = self.forward(*self.case.batch().values())
         loss.backward()  # DDP's hooks all-reduce the gradient buckets here
         return loss.detach()
-
-    def loss_and_grads(self) -> tuple[Any, dict[str, Any]]:
-        loss = self._forward_backward()
-        return loss, {k: p.grad for k, p in zip(self.names, self.model.module.p, strict=True)}
-
-    def step(self) -> Any:
-        loss = self._forward_backward()
-        self.opt.step()
-        return loss
-
-    def resident(self) -> dict[str, list[int]]:
-        return torch_resident(self.model.module.p, self.opt)
-
-    def collectives(self, steps: int = COLLECTIVE_STEPS) -> list[float]:
-        return torch_collective_share(self._forward_backward, steps)
 
 
 def torchrun_environment(rank: int, dp: dict[str, Any]) -> dict[str, str]:
@@ -428,7 +451,7 @@ def _gathered(value: Any) -> Any:
     return value.full_tensor() if hasattr(value, "full_tensor") else value
 
 
-class TorchSharded:
+class TorchSharded(TorchRank):
     """One rank of a sharded step (fsdp, tp, dpxtp) of the spec's optimizer (train protocol):
     parameters, their gradients and optimizer state are DTensors; what the checks read is
     gathered outside the clock."""
@@ -492,8 +515,8 @@ class TorchSharded:
         case.data = case.shard(case.data)
         self.case, self.names = case, names
 
-    def _named(self) -> dict[str, Any]:
-        return dict(zip(self.names, self.p, strict=True))
+    def _parameters(self) -> list[Any]:
+        return list(self.p)
 
     def _forward_backward(self) -> Any:
         from torch.distributed.tensor.experimental import implicit_replication
@@ -511,36 +534,6 @@ class TorchSharded:
                 if p.grad is not None and p.grad.placements != p.placements:
                     p.grad = p.grad.redistribute(p.device_mesh, p.placements)
         return loss.detach().full_tensor()
-
-    def params(self) -> dict[str, Any]:
-        return {k: _gathered(p.detach()) for k, p in self._named().items()}
-
-    def loss_and_grads(self) -> tuple[Any, dict[str, Any]]:
-        loss = self._forward_backward()
-        return loss, {k: _gathered(p.grad) for k, p in self._named().items()}
-
-    def step(self) -> Any:
-        loss = self._forward_backward()
-        self.opt.step()
-        return loss
-
-    def state(self) -> dict[str, Any]:
-        from pytest_mlbench.builders.torch_ import optimizer_state
-
-        found = optimizer_state(self.opt, self.case.optimizer, self._named())
-        return {k: _gathered(v) for k, v in found.items()}
-
-    def hyperparameters(self) -> dict[str, float]:
-        from pytest_mlbench.builders.torch_ import optimizer_hyperparameters
-
-        return optimizer_hyperparameters(self.opt, self.case.optimizer)
-
-    def resident(self) -> dict[str, list[int]]:
-        return torch_resident(self.p, self.opt)
-
-    def collectives(self, steps: int = COLLECTIVE_STEPS) -> list[float]:
-        """The forward and backward's collectives (the optimizer's step makes none)."""
-        return torch_collective_share(self._forward_backward, steps)
 
 
 _STRATEGIES: dict[tuple[str, ...], Any] = {}

@@ -17,7 +17,6 @@ import dataclasses
 import importlib.util
 import itertools
 import os
-import sys
 from pathlib import Path
 
 import psutil
@@ -35,15 +34,19 @@ needs_frameworks = pytest.mark.skipif(
     reason="the parallel engines need jax and torch installed")
 
 
+def project_cases(*args: str, timed: bool = False) -> Command:
+    """A session over the project's own suites: smoke size, one thread, JAX and torch."""
+    return Command([str(ROOT / "suites"), "-p", "no:cacheprovider", "-q",
+                    "--mlbench-size=smoke", "--mlbench-threads=1",
+                    "--mlbench-frameworks=jax,torch", *args], ROOT, timed=timed)
+
+
 @background.session("four_workers")
 def four_workers_command(folder: Path) -> Command:
     """Every parallel case of mlp, gpt and vit at four workers, nothing timed."""
-    return Command([str(ROOT / "suites"), "-p", "no:cacheprovider", "-q",
-                    "--mlbench-size=smoke", "--benchmark-disable", "--mlbench-threads=1",
-                    "--mlbench-workers=4", "--mlbench-frameworks=jax,torch",
-                    "-k", "(mlp- or gpt- or vit-) and not torch-jit",
-                    f"--junitxml={folder / 'report.xml'}", "-o", "junit_family=xunit2"],
-                   ROOT, env={"PYTHON": sys.executable})
+    return project_cases("--benchmark-disable", "--mlbench-workers=4",
+                         "-k", "(mlp- or gpt- or vit-) and not torch-jit",
+                         f"--junitxml={folder / 'report.xml'}", "-o", "junit_family=xunit2")
 
 
 @pytest.fixture
@@ -114,13 +117,10 @@ def test_a_killed_rank_fails_its_case_and_leaves_no_process_behind(
 @background.session("timed_parallel")
 def timed_parallel_command(folder: Path) -> Command:
     """The mlp's dp and fsdp at two workers, timed (one process, a few rounds), into JSON."""
-    return Command([str(ROOT / "suites"), "-p", "no:cacheprovider", "-q",
-                    "--mlbench-size=smoke", "--mlbench-threads=1", "--mlbench-workers=1,2",
-                    "--mlbench-strategies=dp,fsdp", "--mlbench-processes=1",
-                    "--benchmark-max-time=0.02", "--mlbench-frameworks=jax,torch",
-                    "--mlbench-variants=jit,eager", "-k", "mlp- and (jax-jit or torch-eager)",
-                    f"--benchmark-json={folder / 'run.json'}"],
-                   ROOT, timed=True, env={"PYTHON": sys.executable})
+    return project_cases("--mlbench-workers=1,2", "--mlbench-strategies=dp,fsdp",
+                         "--mlbench-processes=1", "--benchmark-max-time=0.02",
+                         "--mlbench-variants=jit,eager", "-k", "mlp- and (jax-jit or torch-eager)",
+                         f"--benchmark-json={folder / 'run.json'}", timed=True)
 
 
 @pytest.fixture
