@@ -131,7 +131,7 @@ class FrameworkPool:
         """Processes, environment, cores per process and parallel settings of this pool. A
         parallel case gets a core per device where the machine has them, whichever framework
         runs it: torch's ranks one each (a process per rank, in ``nodes`` groups joining
-        through torchrun's environment, ``engine/distributed``), JAX's one process a node
+        through torchrun's environment, frameworks/distributed.py), JAX's one process a node
         owning its devices (several nodes join through jax.distributed), TensorFlow's one
         process owning N logical devices (MirroredStrategy)."""
         available = threading_.cores()
