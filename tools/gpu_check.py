@@ -8,6 +8,7 @@ is importable):
                                                     (exit 3: a GPU asked for, none seen)
     python tools/gpu_check.py summary DEVICE OUT WORK  WORK's JUnit files and steps.tsv judged,
                                                         OUT/summary.json
+    python tools/gpu_check.py merge OUT FILE...      several pytest-benchmark files as one
 
 Each prints one clear line and exits 2 on what it cannot do; ``summary`` exits 1 when a case
 failed, errored, or a session ran nothing on the device.
@@ -256,6 +257,26 @@ def summary(device: str, out: Path, work: Path) -> int:
     return 1 if problems else 0
 
 
+def merge(out: Path, files: list[Path]) -> int:
+    """Several sessions' pytest-benchmark files as one: the first file's machine and commit
+    information, every file's benchmarks in order; nothing written when there are none."""
+    runs = []
+    for path in files:
+        try:
+            runs.append(json.loads(path.read_text()))
+        except (OSError, ValueError) as exc:  # a session cut before it wrote its file
+            print(f"gpu_check merge: {path.name} left out: {exc}", file=sys.stderr)
+    if not runs:
+        print("gpu_check merge: no timed session wrote its file")
+        return 0
+    merged = dict(runs[0])
+    merged["benchmarks"] = [b for run in runs for b in run.get("benchmarks", [])]
+    out.write_text(json.dumps(merged, indent=1) + "\n")
+    print(f"gpu_check merge: {len(merged['benchmarks'])} timed case(s) from {len(runs)} "
+          f"session(s) in {out}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -268,8 +289,13 @@ def main(argv: list[str] | None = None) -> int:
         one.add_argument("out", type=Path)
         if name == "summary":
             one.add_argument("work", type=Path)
+    one = sub.add_parser("merge")
+    one.add_argument("out", type=Path)
+    one.add_argument("files", type=Path, nargs="*")
     args = parser.parse_args(argv)
     try:
+        if args.command == "merge":
+            return merge(args.out, [f for f in args.files if f.exists()])
         if args.command == "install":
             print(install(args.wheels, args.site))
             return 0

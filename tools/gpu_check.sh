@@ -2,26 +2,32 @@
 # The main job's torch and JAX cases on a GPU (or, to test this script, on the CPU), in one
 # command that fits a short window on a borrowed machine (about 8 minutes; see docs/GPU.md):
 #
-#   tools/gpu_check.sh [--device=gpu|cpu] [--out DIR] [--wheels DIR] [--budget SECONDS] [--quick]
-#                      [--select K-EXPRESSION] [-- PYTEST-ARGS]
+#   tools/gpu_check.sh [--device=gpu|cpu] [--out DIR] [--wheels DIR] [--budget SECONDS]
+#                      [--quick] [--select K-EXPRESSION] [-- PYTEST-ARGS]
 #
 #   install    pytest-mlbench and the pure-Python dependencies python3 lacks, from the wheels
 #              tools/fetch_gpu_wheels.sh fetched (default .gpu-wheels/), pip --no-index
 #              --no-deps --target a temporary folder (nothing where the plugin is installed)
 #   probe      python, versions, nvidia-smi -L, what torch and JAX see   -> environment.json
 #              (with --device=gpu and no GPU seen by either, nothing more is run)
-#   timed-*    the main job at the default size, fp32, one process, short rounds, in three
-#              sessions (light workloads; cnn and lstm; vit, vit_infer and gpt) -> timed-*.json
-#   checked-*  every other precision (tf32, bf16, and amp or fp16 where precision.py has them),
-#              a session each, smoke size, nothing timed, one and two workers
+#   startup    what a worker's start costs, step by step (imports, the GPU runtime, first
+#              compilations), each in a fresh process               -> startup.json
+#   checked-*  the main job's workloads at the smoke size, nothing timed, torch eager, torch.compile
+#              and JAX jit: at fp32 (two sessions: the light workloads; cnn, lstm, vit,
+#              vit_infer and gpt), then every other precision precision.py holds (tf32, bf16,
+#              amp, ...) on mlp, cnn, lstm, gpt and vit
+#   timed-*    then alone: mlp and gpt at the default size, fp32, one process, short rounds,
+#              every check before, while and after timing                -> timed.json
 #   summary    every session's outcomes, failures and skip reasons      -> summary.json
 #
+# Several sessions because a campaign's outcomes reach pytest only when it ends: a session cut
+# by its timeout reports nothing, and costs only its own workloads.
 # DIR (default reports/gpu-check-DEVICE-TIME) gets those files, gpu_check.log (all printed) and
-# junit.tar.gz (each session's JUnit file). Each session has its own timeout within --budget
-# (default 450 s; a cut session is stopped with SIGINT, then SIGKILL 30 s later). Exit 0 when
-# every session ran and passed with at least one case passed; 1 otherwise; 2 on bad usage.
-# --select narrows every session (and-ed with its own -k: --select "not gpt"); PYTEST-ARGS go
-# to every session as they are (a -k there replaces the session's own selection).
+# junit.tar.gz (each session's JUnit file and log). Each session has its own timeout within
+# --budget (default 450 s; a cut session is stopped with SIGINT, then SIGKILL 30 s later). Exit
+# 0 when every session ran and passed with at least one case passed; 1 otherwise; 2 on bad
+# usage. --select narrows every session (and-ed with its own -k: --select "not gpt");
+# PYTEST-ARGS go to every session as they are (a -k there replaces the session's own one).
 # --quick (the test line): mlp only, at the smoke size: one timed torch eager case, and torch
 # eager and JAX jit checked at fp32 and tf32 (tf32 skips cleanly off a GPU).
 set -uo pipefail
@@ -122,6 +128,10 @@ if [[ "$(tail -n 1 "$WORK/steps.tsv")" == "probe	3	"* ]]; then
   finish 1
 fi
 
+# what a worker's start costs here, step by step (the full check only: a GPU group's minutes
+# are mostly its workers starting)
+(( QUICK )) || step startup 90 "$PY" "$ROOT/tools/gpu_startup.py" "$DEVICE" --out "$OUT/startup.json"
+
 # A timed torch pool that serves torch.compile cases warms inductor up on the CPU as it starts,
 # which needs a C++ compiler; without one that pool would not start and no torch case would be
 # timed. The correctness sessions still run the compiled cases (their workers skip the
@@ -145,46 +155,56 @@ print(" ".join(n for n, p in POLICIES.items() if n not in ("fp64", "fp32")
 
 # a session's own timeout: what it asks for, less what the later sessions are promised
 cap() { local c=$(( $(left) - 35 - $2 )); (( c < $1 )) && echo "$c" || echo "$1"; }
-timed() {  # NAME WANT RESERVE SIZE K-EXPRESSION
-  step "timed-$1" "$(cap "$2" "$3")" "$PY" -m pytest suites -m mlbench_main "${COMMON[@]}" \
-    "${TIMED[@]}" --mlbench-size="$4" -k "($5)$NOJIT${SELECT:+ and ($SELECT)}" --benchmark-json="$OUT/timed-$1.json" \
-    --junitxml="$JUNIT/timed-$1.xml" "${EXTRA[@]}"
-}
-checked() {  # NAME WANT RESERVE PRECISIONS WORKERS [K-EXPRESSION]
-  local k=() expr="${6:-}"
-  [[ -z "$SELECT" ]] || expr="${expr:+($expr) and }($SELECT)"
-  [[ -z "$expr" ]] || k=(-k "$expr")
-  step "checked-$1" "$(cap "$2" "$3")" "$PY" -m pytest suites -m mlbench_main "${COMMON[@]}" \
-    --benchmark-disable --mlbench-size=smoke --mlbench-precision="$4" --mlbench-workers="$5" \
-    "${k[@]}" --junitxml="$JUNIT/checked-$1.xml" "${EXTRA[@]}"
-}
 # the main job's workloads present, as -k terms ("vit-" is vit's cases, not vit_infer's)
 terms() { local w out=""; for w in "$@"; do [[ -f "suites/$w/spec.py" ]] && out+="${out:+ or }$w-"; done; echo "${out:-nothing}"; }
-HEAVY=(cnn lstm vit vit_infer gpt)
+narrow() { echo "($1)${SELECT:+ and ($SELECT)}"; }  # a session's -k, and-ed with --select
+timed() {  # NAME SECONDS SIZE K-EXPRESSION: timed alone (nothing else runs beside it)
+  step "timed-$1" "$2" "$PY" -m pytest suites -m mlbench_main "${COMMON[@]}" "${TIMED[@]}" \
+    --mlbench-size="$3" -k "$(narrow "$4")$NOJIT" --benchmark-json="$WORK/timed/$1.json" \
+    --junitxml="$JUNIT/timed-$1.xml" "${EXTRA[@]}"
+}
+checked() {  # NAME SECONDS PRECISIONS WORKERS K-EXPRESSION
+  step "checked-$1" "$2" "$PY" -m pytest suites -m mlbench_main "${COMMON[@]}" \
+    --benchmark-disable --mlbench-size=smoke --mlbench-precision="$3" --mlbench-workers="$4" \
+    -k "$(narrow "$5")" --junitxml="$JUNIT/checked-$1.xml" "${EXTRA[@]}"
+}
+mkdir -p "$WORK/timed"
+# what a GPU user runs: torch eager and torch.compile (Triton on a GPU), JAX under jit (JAX op
+# by op on a GPU is a launch per op, and costs a worker of its own)
+VARIANTS="torch-eager or torch-jit or jax-jit"
 LIGHT=()
 for spec in suites/*/spec.py; do
   w="$(basename "$(dirname "$spec")")"
-  [[ " ${HEAVY[*]} " == *" $w "* ]] || LIGHT+=("$w")
+  [[ " cnn lstm vit vit_infer gpt " == *" $w "* ]] || LIGHT+=("$w")
 done
 
 if (( QUICK )); then
   # torch eager: a dispatch-bound case far below the machine's matmul peak, so the
   # plausibility check cannot trip on a busy test host's low peak measurement
-  timed mlp 200 30 smoke "mlp-torch-eager"
-  checked fp32-tf32 200 0 fp32,tf32 1 "mlp-torch-eager or mlp-jax-jit"
+  timed mlp "$(cap 200 30)" smoke "mlp-torch-eager"
+  checked fp32-tf32 "$(cap 200 0)" fp32,tf32 1 "mlp-torch-eager or mlp-jax-jit"
 else
-  # timed first (the figures, and every check at the default size), in three sessions so that
-  # a session cut short by its timeout loses only its own workloads; then the other
-  # precisions and the two-worker cases, checked at the smoke size, a session each
-  timed light 120 240 default "$(terms "${LIGHT[@]}")"
-  timed conv-rnn 150 180 default "$(terms cnn lstm)"
-  timed attention 180 100 default "$(terms vit vit_infer gpt)"
-  read -ra PREC <<< "$PRECISIONS"
-  for i in "${!PREC[@]}"; do
-    checked "${PREC[$i]}" 150 $(( 40 * (${#PREC[@]} - 1 - i) )) "${PREC[$i]}" 1,2
-  done
+  # A session pays its workers' start once (on a GPU machine tens of seconds: CUDA, the
+  # frameworks' GPU runtimes, inductor's first build) and reports when its campaign ends: a
+  # few sessions of several workloads each, one after another, each with its own timeout.
+  # Each session's share of what is left once the probes ran (REST), a cut session's own
+  # 30 s of SIGKILL grace kept in reserve; a session that ends early leaves its time to the
+  # next ones.
+  REST=$(( $(left) - 35 ))
+  share() { local want=$(( REST * $1 / 100 )) later=$(( REST * $2 / 100 ))
+            cap "$want" "$later"; }
+  # 1. every workload of the main job checked at fp32, smoke size, nothing timed
+  checked fp32-light "$(share 25 75)" fp32 1 "($(terms "${LIGHT[@]}")) and ($VARIANTS)"
+  checked fp32-heavy "$(share 30 45)" fp32 1 "($(terms cnn lstm vit vit_infer gpt)) and ($VARIANTS)"
+  # 2. every other precision policy (tf32, bf16, amp, ...) on the workloads with matmuls,
+  #    convolutions and recurrence
+  [[ -z "$PRECISIONS" ]] || checked other-precisions "$(share 20 25)" "${PRECISIONS// /,}" 1 \
+    "($(terms mlp cnn lstm gpt vit)) and ($VARIANTS)"
+  # 3. timed alone, default size, fp32, one process, every check before, while and after timing
+  timed mlp-gpt "$(cap 10000 0)" default "($(terms mlp gpt)) and ($VARIANTS)"
 fi
-
+# the timed sessions' pytest-benchmark files as one (the device tool brings back few files)
+"$PY" "$ROOT/tools/gpu_check.py" merge "$OUT/timed.json" "$WORK"/timed/*.json
 tar -czf "$OUT/junit.tar.gz" -C "$WORK" junit steps.tsv
 "$PY" "$ROOT/tools/gpu_check.py" summary "$DEVICE" "$OUT" "$WORK"
 rc=$?

@@ -145,6 +145,23 @@ def test_the_summary_fails_a_failed_case_and_a_session_cut_by_its_timeout(
     assert "FAILED test_case[mlp-torch-jit-gpu-fp32]: failure here: by 3.2x, rtol 1e-3" in out
 
 
+def test_merge_keeps_every_sessions_timed_cases_and_leaves_a_cut_one_out(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    first = {"machine_info": {"node": "h200"}, "benchmarks": [{"name": "a"}, {"name": "b"}]}
+    (tmp_path / "mlp.json").write_text(json.dumps(first))
+    (tmp_path / "gpt.json").write_text(json.dumps({"machine_info": {}, "benchmarks": [{"name": "c"}]}))
+    (tmp_path / "cut.json").write_text('{"benchmarks": [')  # a session killed while writing
+    out = tmp_path / "timed.json"
+    files = [str(tmp_path / n) for n in ("mlp.json", "cut.json", "gpt.json", "absent.json")]
+    assert gpu_check.main(["merge", str(out), *files]) == 0
+    merged = json.loads(out.read_text())
+    assert [b["name"] for b in merged["benchmarks"]] == ["a", "b", "c"]
+    assert merged["machine_info"] == {"node": "h200"}
+    assert "cut.json left out" in capsys.readouterr().err
+    assert gpu_check.main(["merge", str(tmp_path / "none.json")]) == 0  # nothing timed: no file
+    assert not (tmp_path / "none.json").exists()
+
+
 def test_the_install_refuses_a_missing_wheels_folder_in_one_line(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
