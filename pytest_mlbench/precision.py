@@ -12,8 +12,11 @@ from pytest_mlbench.errors import Unsupported
 class Policy:
     """One precision policy, applied identically to every framework.
 
-    Params, data and arithmetic all use ``dtype``; ``allow_tf32`` says whether float32
-    matmuls may use TensorFloat-32 tensor cores (only meaningful on NVIDIA GPUs).
+    Params, data and optimizer state are stored at ``dtype``; arithmetic runs at ``dtype`` too
+    unless ``compute`` names another (mixed precision: the framework's own machinery puts
+    the matmuls, convolutions and their gradients there, and the update stays at ``dtype``);
+    ``allow_tf32`` says whether float32 matmuls may use TensorFloat-32 tensor cores (only
+    meaningful on NVIDIA GPUs).
     """
 
     name: str
@@ -21,6 +24,12 @@ class Policy:
     allow_tf32: bool
     gpu_only: bool
     summary: str
+    compute: str = ""
+
+    @property
+    def mixed(self) -> bool:
+        """Storage and compute differ (master weights at ``dtype``, compute at ``compute``)."""
+        return bool(self.compute) and self.compute != self.dtype
 
 
 POLICIES: dict[str, Policy] = {
@@ -28,6 +37,9 @@ POLICIES: dict[str, Policy] = {
     "fp32": Policy("fp32", "float32", False, False, "strict float32 (TF32 off)"),
     "tf32": Policy("tf32", "float32", True, True, "float32 storage, TF32 matmuls (NVIDIA GPU)"),
     "bf16": Policy("bf16", "bfloat16", False, False, "bfloat16 storage and arithmetic"),
+    "amp": Policy("amp", "float32", False, False, "mixed precision: float32 master weights, "
+                  "data and optimizer state, bfloat16 compute (torch.autocast, a JAX cast "
+                  "policy, TF casts in the tape)", compute="bfloat16"),
 }
 
 

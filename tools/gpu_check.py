@@ -241,7 +241,14 @@ def summary(device: str, out: Path, work: Path) -> int:
             problems.append(f"{name}: {len(found['failed'])} case(s) failed")
         elif found["counts"] and not found["counts"].get("passed"):
             problems.append(f"{name}: no case passed on {device} (all skipped?)")
+    # every group's progress line (with its cases' statuses so far): what a session cut by
+    # its timeout had found, though its JUnit file holds none of it
+    log = out / "gpu_check.log"
+    groups = [line.strip() for line in (log.read_text(errors="replace").splitlines()
+                                        if log.exists() else ())
+              if line.startswith("mlbench [process")]
     result = {"device": device, "steps": steps, "sessions": sessions, "problems": problems,
+              "groups": groups,
               "timed_json": sorted(p.name for p in out.glob("*.json")
                                    if p.name not in ("summary.json", "environment.json"))}
     (out / "summary.json").write_text(json.dumps(result, indent=1) + "\n")

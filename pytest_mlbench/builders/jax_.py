@@ -17,6 +17,7 @@ from pytest_mlbench.builders.model import (
     Transform,
     canonical_state,
     hyper,
+    mixed_model,
     one_example,
     split_inputs,
 )
@@ -29,7 +30,24 @@ def build(model: Model, case: Any) -> Any:
     name = model.need(case)
     kinds = {"train": Trainer, "infer": Inference, "jvp": Jvp, "vjp": Vjp, "hvp": Hvp,
              "jacfwd": Jacobian, "jacrev": Jacobian}
-    return kinds[name](model, case)
+    return kinds[name](mixed_model(model, case, lambda fn: cast_policy(fn, case.policy)), case)
+
+
+def cast_policy(fn: Any, policy: Any) -> Any:
+    """``fn`` computing at the policy's compute dtype: its float32 parameters and inputs cast
+    on the way in, its result cast back to float32 (JAX's mixed precision as jmp and Flax's
+    ``dtype`` / ``param_dtype`` do it: the cast's transpose brings the gradients back to the
+    float32 parameters, and optax updates them there)."""
+    compute = jnp.dtype(policy.compute)
+
+    def down(x: Any) -> Any:
+        return x.astype(compute) if jnp.issubdtype(x.dtype, jnp.floating) else x
+
+    def mixed(p: Any, data: Any) -> Any:
+        out = fn(jax.tree.map(down, p), jax.tree.map(down, data))
+        return jax.tree.map(lambda y: y.astype(jnp.float32), out)
+
+    return mixed
 
 
 def transformation(opt: Any, dtype: str) -> optax.GradientTransformation:

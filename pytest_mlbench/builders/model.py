@@ -4,7 +4,7 @@ each kind of task needs, nested trees of arrays, and the canonical optimizer-sta
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 Fn = Callable[..., Any]
@@ -86,6 +86,29 @@ class Transform:
 
     def params(self) -> dict[str, Any]:
         return self.model.flat(self.p)
+
+
+def mixed_model(model: Model, case: Any, wrap: Callable[[Fn], Fn]) -> Model:
+    """``model`` as a mixed-precision policy runs it: ``forward`` and ``loss`` through
+    ``wrap`` (the framework's own way of computing at the policy's compute dtype with float32
+    parameters and data: torch.autocast, casts inside the traced or taped function), or
+    ``model`` itself for any other policy. Training and inference only: a transform's
+    (jvp, hvp, a Jacobian) numerics are what its task checks, at the storage dtype; a
+    hand-written ``value_and_grad`` computes its own way."""
+    policy = case.policy
+    if not policy.mixed:
+        return model
+    from pytest_mlbench.errors import Unsupported
+
+    task = case.task
+    if task.kind not in ("train", "infer"):
+        raise Unsupported(f"{policy.name} applies to training and inference, not to a "
+                          f"{task.describe()} task")
+    if model.value_and_grad is not None:
+        raise Unsupported(f"{policy.name} needs the framework's autodiff of loss: this "
+                          "implementation brings its own value_and_grad")
+    return replace(model, forward=model.forward and wrap(model.forward),
+                   loss=model.loss and wrap(model.loss))
 
 
 def unsupported(model: Model, name: str, why: str, variant: str = "") -> TypeError:

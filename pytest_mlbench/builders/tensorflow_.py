@@ -26,6 +26,7 @@ from pytest_mlbench.builders.model import (  # noqa: E402
     Transform,
     canonical_state,
     hyper,
+    mixed_model,
     split_inputs,
     unsupported,
 )
@@ -44,10 +45,29 @@ def build(model: Model, case: Any) -> Any:
                            "KERAS_BACKEND")
     kinds = {"train": Trainer, "infer": Inference, "jvp": Jvp, "vjp": Vjp, "hvp": Hvp,
              "jacrev": Jacobian}
+    model = mixed_model(model, case, lambda fn: cast_policy(fn, case.policy))
     with case.adapter.device_scope():
         built = kinds[name](model, case)
     quiet_retracing_warning(case)
     return built
+
+
+def cast_policy(fn: Any, policy: Any) -> Any:
+    """``fn`` computing at the policy's compute dtype on float32 variables and inputs: each
+    cast inside the tape (the cast's gradient brings the gradients back to float32, which
+    the Keras optimizer applies to the float32 variables), the result cast back to float32.
+    Keras's ``mixed_bfloat16`` policy does the same inside its layers (float32 variables,
+    ``compute_dtype`` bfloat16); a model in raw ops casts where it reads them."""
+    compute = tf.as_dtype(policy.compute)
+
+    def down(x: Any) -> Any:
+        return tf.cast(x, compute) if x.dtype.is_floating else x
+
+    def mixed(p: Any, data: Any) -> Any:
+        out = fn(tf.nest.map_structure(down, p), tf.nest.map_structure(down, data))
+        return tf.nest.map_structure(lambda y: tf.cast(y, tf.float32), out)
+
+    return mixed
 
 
 def quiet_retracing_warning(case: Any) -> None:

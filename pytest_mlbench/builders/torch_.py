@@ -16,6 +16,7 @@ from pytest_mlbench.builders.model import (
     canonical_state,
     hyper,
     leaves,
+    mixed_model,
     one_example,
     split_inputs,
     tree_map,
@@ -26,7 +27,23 @@ def build(model: Model, case: Any) -> Any:
     name = model.need(case)
     kinds = {"train": Trainer, "infer": Inference, "jvp": Jvp, "vjp": Vjp, "hvp": Hvp,
              "jacfwd": Jacobian, "jacrev": Jacobian}
-    return kinds[name](model, case)
+    return kinds[name](mixed_model(model, case, lambda fn: autocast(fn, case.policy)), case)
+
+
+def autocast(fn: Callable[..., Any], policy: Any) -> Callable[..., Any]:
+    """``fn`` under torch.autocast at the policy's compute dtype, on the device its
+    parameters are on: torch's mixed precision, as its users write it (matmuls, convolutions
+    and their gradients at bfloat16, reductions and losses where autocast keeps float32; the
+    parameters, their gradients and the optimizer at float32). The result is float32."""
+    dtype = getattr(torch, policy.compute)
+
+    def mixed(p: Any, data: Any) -> Any:
+        device = leaves(p)[0].device.type
+        with torch.autocast(device_type=device, dtype=dtype):
+            out = fn(p, data)
+        return out.float()
+
+    return mixed
 
 
 def optimizer(opt: Any, params: list[Any]) -> torch.optim.Optimizer:

@@ -43,8 +43,11 @@ EXACT = 0.9  # fraction correctly rounded at or above which a float32 result is 
 HONEST_EXACT = 0.80  # an honest float32 computation this exact makes "too exact" uninformative
 COARSE = {"float32": 2.0e3, "float64": 1.0e6}  # error, in units of the dtype's roundoff
 JUDGED = {"fp32": "float32", "fp64": "float64"}  # policy name -> the dtype its arithmetic is
+# mixed-precision policies -> (storage dtype, compute dtype): a result as exact as storage-dtype
+# arithmetic leaves (within COARSE of it) was not computed at the compute dtype
+MIXED = {"amp": ("float32", "bfloat16")}
 FORMATS = {"float64": 2.0 ** -53, "float32": 2.0 ** -24, "float16 or TF32": 2.0 ** -11,
-           "bfloat16": 2.0 ** -9}  # unit roundoff of each format a result may have been made in
+           "bfloat16": 2.0 ** -8}  # unit roundoff of each format a result may have been made in
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,8 @@ def assert_arithmetic_precision(actual: Any, expected: Any, *, policy: str, wher
     by the harness, where one exists. ``coarse=False`` judges only "too exact" (a gradient
     near convergence has cancelled: its relative error grows honestly). Returns what was
     judged, for the record."""
+    if policy in MIXED:
+        return assert_mixed_arithmetic(actual, expected, policy=policy, where=where)
     dtype = JUDGED.get(policy)
     if dtype is None:
         return {"judged": False, "why": f"{policy}: arithmetic may differ from storage"}
@@ -120,6 +125,32 @@ def assert_arithmetic_precision(actual: Any, expected: Any, *, policy: str, wher
                              f"{honest.exact:.0%} correctly rounded")
             return record
         assert_not_more_exact(found, dtype, honest, where=where)
+    return record
+
+
+def assert_mixed_arithmetic(actual: Any, expected: Any, *, policy: str,
+                            where: str) -> dict[str, Any]:
+    """A mixed-precision result really was computed at the policy's compute dtype: its error
+    against the float64 reference is beyond what arithmetic at the storage dtype leaves
+    (COARSE units of its roundoff). A framework that ignored the policy (autocast that
+    matched no op, a cast left out) computes at float32 and fails here, whatever its
+    tolerance would let pass."""
+    storage, compute = MIXED[policy]
+    found = measure(actual, expected, storage)
+    record: dict[str, Any] = {**found.as_record(), "judged": False}
+    if found.elements < MIN_ELEMENTS:
+        record["why"] = f"{found.elements} non-zero element(s), fewer than {MIN_ELEMENTS}"
+        return record
+    record["judged"] = True
+    limit = COARSE[storage]
+    if found.error <= limit:
+        relative = found.error * FORMATS[storage]
+        raise AssertionError(
+            f"{where}: the arithmetic ran in {storage}, not the {compute} compute the {policy} "
+            f"policy claims: a relative error of {relative:.3g} against the float64 reference "
+            f"over {found.elements} elements, {found.error:.3g} times {storage}'s unit "
+            f"roundoff, where {storage} arithmetic leaves at most {limit:g} and {compute} "
+            f"compute about {FORMATS[compute] / FORMATS[storage]:.3g}")
     return record
 
 

@@ -16,6 +16,7 @@ name the worst element.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -25,17 +26,38 @@ from pytest_mlbench.parallel import Layout
 from pytest_mlbench.workloads.data import widen
 from pytest_mlbench.workloads.spec import Tolerance, Tolerances
 
+MIXED = ("amp",)  # the policies whose tolerances tolerances() scales by depth
+# a mixed-precision case's norm-wise error, in units of the compute dtype's roundoff a layer:
+# (one evaluation, after a few steps); measured over every honest implementation
+# (docs/MEASURING.md), with room for a seed's kinks
+MIXED_UNITS = (6.0, 12.0)
+
 TOLERANCES: dict[str, Tolerances] = {
     "fp64": Tolerances(Tolerance(1e-7, 1e-9), Tolerance(1e-6, 1e-8)),
     "fp32": Tolerances(Tolerance(1e-4, 1e-5), Tolerance(1e-3, 1e-4)),
     "tf32": Tolerances(Tolerance(1e-2, 1e-2), Tolerance(3e-2, 3e-2)),
     "bf16": Tolerances(Tolerance(6e-2, 6e-2), Tolerance(1.5e-1, 1.5e-1)),
+    # mixed precision, for one layer of rounded arithmetic: bfloat16's unit roundoff u = 2^-8
+    # times MIXED_UNITS; ``tolerances`` scales it by the square root of the model's depth
+    "amp": Tolerances(Tolerance(*2 * (MIXED_UNITS[0] * 2.0 ** -8,)),
+                      Tolerance(*2 * (MIXED_UNITS[1] * 2.0 ** -8,))),
 }
 
 
-def tolerances(precision: str, overrides: Mapping[str, Tolerances] | None = None) -> Tolerances:
-    """The precision's tolerances, or the workload's override for it."""
-    return (overrides or {}).get(precision, TOLERANCES[precision])
+def tolerances(precision: str, overrides: Mapping[str, Tolerances] | None = None,
+               depth: int = 1) -> Tolerances:
+    """The precision's tolerances, or the workload's override for it. A mixed-precision
+    policy's grow with the square root of ``depth``, the layers of rounded arithmetic from
+    the inputs to the loss (the workload's ``depth``): each rounds its inputs to bfloat16,
+    a relative error of about u, and independent errors add in quadrature."""
+    found = (overrides or {}).get(precision)
+    if found is not None:
+        return found
+    base = TOLERANCES[precision]
+    if precision not in MIXED or depth <= 1:
+        return base
+    k = math.sqrt(depth)
+    return Tolerances(*(Tolerance(t.rtol * k, t.atol * k) for t in (base.grad, base.trajectory)))
 
 
 def _fmt_index(index: tuple[int, ...]) -> str:
@@ -123,11 +145,15 @@ def assert_identical(actual: Mapping[str, Any], expected: Mapping[str, np.ndarra
                                  f"{a.size} elements differ, the largest by {float(diff.max()):.3g}")
 
 
-def assert_dtypes(actual: Mapping[str, str], expected: str, *, where: str = "") -> None:
-    """Every named array has the policy's dtype (no silent float64 or float32 drift)."""
+def assert_dtypes(actual: Mapping[str, str], expected: str, *, where: str = "",
+                  why: str = "") -> None:
+    """Every named array (parameters, optimizer slots) has the policy's storage dtype (no
+    silent float64 or float32 drift; a mixed-precision case's master weights and optimizer
+    state kept at the storage dtype, ``why`` saying so)."""
     wrong = {k: v for k, v in sorted(actual.items()) if v != expected}
     if wrong:
-        raise AssertionError(f"{where}: dtype is not the policy's {expected}: {wrong}")
+        raise AssertionError(f"{where}: dtype is not the policy's {expected}: {wrong}"
+                             + (f"; {why}" if why else ""))
 
 
 def assert_grad_matches_finite_differences(

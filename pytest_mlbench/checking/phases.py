@@ -42,7 +42,7 @@ from pytest_mlbench.checking.reference import Reference
 from pytest_mlbench.checking.trajectory import State, Trajectory
 from pytest_mlbench.engine.protocol import Finished, Gradient, Started, Stepped
 from pytest_mlbench.parallel import holders
-from pytest_mlbench.precision import Policy, numpy_dtype
+from pytest_mlbench.precision import Policy, dtype_name, numpy_dtype
 from pytest_mlbench.workloads import data
 from pytest_mlbench.workloads.case import CaseId
 from pytest_mlbench.workloads.optim import check_hyperparameters
@@ -91,6 +91,9 @@ def check_start(ctx: Context, start: Started) -> None:
     if start.digest != data.digest(ctx.inputs, ctx.params):
         raise AssertionError(f"{ctx.where}: the worker built its case from other data "
                              f"(digest {start.digest} != {data.digest(ctx.inputs, ctx.params)})")
+    assert_dtypes({k: dtype_name(v) for k, v in start.snapshot["params"].items()},
+                  ctx.policy.dtype, where=f"{ctx.where} params at the start",
+                  why=storage_rule(ctx))
     assert_identical(start.snapshot["params"], ctx.params,
                      where=f"{ctx.where} initial params (the seeded start, the same bytes for "
                            "every framework)")
@@ -174,7 +177,7 @@ def check_steps(ctx: Context, first: Stepped, rest: Stepped | None) -> None:
     steps = ctx.cid.workload.check_steps
     trajectory = seeded_trajectory(ctx)
     assert_dtypes(first.dtypes, ctx.policy.dtype, where=f"{ctx.where} params after the "
-                                                          "first step")
+                                                          "first step", why=storage_rule(ctx))
     label = f"first {opt.name} step ({opt.describe()})"
     assert_displaced_like(ctx, ctx.params, first.snapshot, trajectory.state(1), 1,
                           where=f"{ctx.where} {label}")
@@ -411,6 +414,15 @@ def probe_of(ctx: Context, index: int) -> Arrays:
 
 # -- after timing ------------------------------------------------------------------------------------
 
+def storage_rule(ctx: Context) -> str:
+    """What a mixed-precision policy keeps at its storage dtype, for a dtype failure."""
+    policy = ctx.policy
+    if not policy.mixed:
+        return ""
+    return (f"the {policy.name} policy keeps master weights and optimizer state at "
+            f"{policy.dtype} and computes at {policy.compute}")
+
+
 def check_finish(ctx: Context, finish: Finished) -> None:
     cid = ctx.cid
     compiles = finish.compiles
@@ -424,7 +436,7 @@ def check_finish(ctx: Context, finish: Finished) -> None:
     assert_no_retrace(finish.backend_compiles.get("timing", 0), 0, where=ctx.where)
     if cid.task.kind == "train":
         assert_dtypes(finish.dtypes, ctx.policy.dtype, where=f"{ctx.where} params after "
-                                                             "timing")
+                                                             "timing", why=storage_rule(ctx))
         if finish.trained is not None:  # the first pass only (measuring/case_run.py: ``full``)
             check_trained(ctx, finish)
     check_census(ctx, finish.census, "after timing")

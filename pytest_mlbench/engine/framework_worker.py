@@ -73,22 +73,24 @@ class FrameworkWorker:
         # with affinity off, threads move to every core between timed turns; pinned, they stay
         self.moves = config.get("affinity", "off") == "off"
         self.on_timed = False  # placed on the timed cores by a turn's rounds, not yet freed
-        self._warm_up(bool(config.get("compiler", True)))
+        warm = config.get("compiler", "cpu")  # the device the pool's compiled cases run on
+        self._warm_up("cpu" if warm is True else str(warm or ""))
         release(self.cases, None)  # the framework's own objects, out of every later collection
         if self.moves:
             threading_.place(self.free_cores)
 
-    def _warm_up(self, compiler_too: bool) -> None:
+    def _warm_up(self, device: str) -> None:
         """One small matmul starts the framework's runtime and thread pools, and a trivial
-        compilation its compiler (inductor's first build takes ~10 s here): one-time costs of
-        a process, recorded as such, not in the first case's compile time. A pool that serves
-        no compiled case (torch's data-parallel ranks run eager), or serves a session that
-        reports no compile time (nothing timed), skips the compiler."""
+        compilation on ``device`` its compiler there (inductor's C++ toolchain on the CPU,
+        Triton on a GPU; a cold first C++ build takes 10-45 s on a 2-core host): one-time
+        costs of a process, recorded as such, not in the first case's compile time. A pool
+        that serves no compiled case (torch's data-parallel ranks run eager), or serves a
+        session that reports no compile time (nothing timed), skips the compiler (``""``)."""
         self.adapter.matmul_gflops("float32", 64, 1)
         compiler = getattr(self.adapter, "warm_up_compiler", None)
-        if compiler_too and callable(compiler):
+        if device and callable(compiler):
             start = time.perf_counter()
-            compiler()
+            compiler(device)
             self.compiler_start_s = time.perf_counter() - start
 
     def learn_and_pin(self, run: Callable[[], T], pin: bool,

@@ -67,7 +67,7 @@ class FrameworkPool:
     caches: str  # the session's compile-cache folder ("" for none)
     kept: str = ""  # a folder kept across sessions for torch's and numba's (--mlbench-compile-cache)
     side: Side = field(default_factory=Side)
-    compiler: bool = True  # warm the framework's compiler up at start (it serves compiled cases)
+    compiler: str = "cpu"  # the device to warm the compiler up on at start ("" for none)
     launch: Launch | None = None  # what the workers start from (default: this process, now)
     pool: Pool | None = None
     info: list[p.WorkerInfo] = field(default_factory=list)  # each rank's, as the pool started
@@ -212,7 +212,7 @@ class Pools:
     kept: str = ""  # --mlbench-compile-cache, for a campaign that times nothing
     live: dict[PoolKey, FrameworkPool] = field(default_factory=dict)
 
-    def new(self, key: PoolKey, side: Side, compiler: bool) -> FrameworkPool:
+    def new(self, key: PoolKey, side: Side, compiler: str) -> FrameworkPool:
         return FrameworkPool(key, self.registry[key.framework], self.threads, self.affinity,
                              self.caches, kept=self.kept, side=side, compiler=compiler,
                              launch=self.launch)
@@ -226,7 +226,7 @@ class Pools:
     def __contains__(self, key: object) -> bool:
         return key in self.live
 
-    def running(self, key: PoolKey, side: Side, compiler: bool) -> FrameworkPool:
+    def running(self, key: PoolKey, side: Side, compiler: str) -> FrameworkPool:
         """The pool of ``key``, started now if the pass start left it out (or it died)."""
         pool = self.live.get(key)
         if pool is None or pool.pool is None:
@@ -236,7 +236,7 @@ class Pools:
             self.live[key] = pool
         return pool
 
-    def start(self, wanted: Mapping[PoolKey, tuple[Side, bool]]) -> dict[PoolKey, float]:
+    def start(self, wanted: Mapping[PoolKey, tuple[Side, str]]) -> dict[PoolKey, float]:
         """Start the pools of ``wanted`` (key -> side, compiler warm-up) that are not running,
         all at once (importing TensorFlow or warming inductor up is seconds of CPU each: the
         cores share it); a single one is left to start when a case asks for it. A pool that

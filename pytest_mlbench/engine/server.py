@@ -33,6 +33,7 @@ from pytest_mlbench.engine.protocol import (
     Started,
     Stepped,
 )
+from pytest_mlbench.errors import Unsupported
 from pytest_mlbench.precision import POLICIES, dtype_name
 from pytest_mlbench.workloads import catalogue, data
 from pytest_mlbench.workloads.case import Case, CaseId
@@ -80,6 +81,9 @@ class CaseServer:
     def _build(self, root: Path, workload: Any, dp: dict[str, Any] | None) -> Any:
         module = catalogue.implementation(root, workload, self.id.framework)
         if self.id.strategy:
+            if self.policy.mixed:
+                raise Unsupported(f"{self.policy.name} runs on one device: the parallel "
+                                  "engines train at the storage dtype")
             loss = catalogue.data_parallel_loss(module, self.case)
             if loss is None:
                 raise runners.ProtocolError(
@@ -175,7 +179,7 @@ class CaseServer:
                                                           contextlib.nullcontext)
                 losses.append(float(np.asarray(outs[0], np.float64)))
                 times.append(seconds)
-            dtypes = {k: dtype_name(v) for k, v in self.runner.impl.params().items()}
+            dtypes = self._dtypes()
             snap = self.runner.snapshot(tail)
         return Stepped(losses=losses, times=times, snapshot=snap, dtypes=dtypes)
 
@@ -277,6 +281,17 @@ class CaseServer:
 
         return combined
 
+    def _dtypes(self) -> dict[str, str]:
+        """The dtype of every parameter and optimizer slot (``state.<slot>.<name>``; the step
+        count is an integer or a float by the framework's choice, and left out), as the
+        implementation holds them."""
+        impl = self.runner.impl
+        found = {k: dtype_name(v) for k, v in impl.params().items()}
+        if self.id.task.kind == "train" and self.runner.stateful:
+            found.update({f"state.{k}": dtype_name(v) for k, v in impl.state().items()
+                          if k != "count"})
+        return found
+
     def finish(self, evaluate: bool = True, profile: bool = True) -> Finished:
         """After timing: compilations per phase, traces of the compiled functions, whether
         the precision policy still holds, dtypes, the census, and (training, when
@@ -289,7 +304,7 @@ class CaseServer:
         except AssertionError as exc:
             policy = str(exc)
         census = self.adapter.census(self.runner.impl)
-        dtypes = {k: dtype_name(v) for k, v in self.runner.impl.params().items()}
+        dtypes = self._dtypes()
         snapshot, trained = None, None
         if self.id.task.kind == "train" and evaluate:
             snapshot = self.runner.snapshot()

@@ -207,7 +207,7 @@ def require_cpu_policy(name: str, device: str, policy: Policy) -> None:
     """For NumPy-based frameworks: CPU only, float32/float64 only."""
     if device != "cpu":
         raise Unsupported(f"{name} runs on the CPU only")
-    if policy.dtype == "bfloat16":
+    if policy.dtype == "bfloat16" or policy.mixed:
         raise Unsupported(f"{name} has no bfloat16 arithmetic")
     if policy.gpu_only:
         raise Unsupported(f"{policy.name} applies to NVIDIA GPUs only")

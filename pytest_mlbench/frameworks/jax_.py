@@ -256,12 +256,14 @@ class JaxAdapter:
 
         return jax_mesh(case, loss, dp["workers"])
 
-    def warm_up_compiler(self) -> None:
-        """XLA's first compilation in this process (its start-up is not a case's compile)."""
+    def warm_up_compiler(self, device: str = "cpu") -> None:
+        """XLA's first compilation in this process, for the device the cases run on (its
+        start-up is not a case's compile)."""
         import jax
         import jax.numpy as jnp
 
-        jax.jit(lambda x: jnp.tanh(x) * 2 + 1)(jnp.ones(8)).block_until_ready()
+        x = jax.device_put(jnp.ones(8), jax.local_devices(backend=PLATFORMS[device])[0])
+        jax.jit(lambda x: jnp.tanh(x) * 2 + 1)(x).block_until_ready()
 
     def matmul_gflops(self, dtype: str, n: int, repeats: int) -> float | None:
         import jax

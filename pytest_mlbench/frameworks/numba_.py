@@ -56,7 +56,7 @@ class NumbaAdapter(NumpyAdapter):
         return Compiled(jitted, variant, traces=lambda: len(jitted.signatures),
                         name=getattr(fn, "__name__", ""))
 
-    def warm_up_compiler(self) -> None:
+    def warm_up_compiler(self, device: str = "cpu") -> None:
         """LLVM's start-up in this process, outside every case's compile time."""
         import numba
 

@@ -258,12 +258,14 @@ class TensorflowAdapter:
 
         return tf.device(self._device)
 
-    def warm_up_compiler(self) -> None:
-        """The first tf.function trace and the first XLA compilation of this process."""
+    def warm_up_compiler(self, device: str = "cpu") -> None:
+        """The first tf.function trace and the first XLA compilation of this process, on the
+        device the cases run on."""
         import tensorflow as tf
 
-        for xla in (False, True):
-            tf.function(lambda x: tf.tanh(x) * 2 + 1, jit_compile=xla)(tf.ones(8)).numpy()
+        with tf.device("/GPU:0" if device == "gpu" else "/CPU:0"):
+            for xla in (False, True):
+                tf.function(lambda x: tf.tanh(x) * 2 + 1, jit_compile=xla)(tf.ones(8)).numpy()
 
     def matmul_gflops(self, dtype: str, n: int, repeats: int) -> float | None:
         import tensorflow as tf

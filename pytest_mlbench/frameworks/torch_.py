@@ -222,12 +222,14 @@ class TorchAdapter:
             return TorchDDP(case, loss, dp)
         return TorchSharded(case, loss, dp)
 
-    def warm_up_compiler(self) -> None:
-        """inductor's one-time start-up (imports, toolchain checks, its first C++ build), so a
-        case's compile time is its own graph's, not the worker's first."""
+    def warm_up_compiler(self, device: str = "cpu") -> None:
+        """inductor's one-time start-up (imports, toolchain checks, its first build: C++ on
+        the CPU, Triton on a GPU), on the device the cases run on, so a case's compile time is
+        its own graph's, not the worker's first."""
         import torch
 
-        torch.compile(lambda x: torch.tanh(x) * 2 + 1)(torch.ones(8))
+        where = "cuda" if device == "gpu" else "cpu"
+        torch.compile(lambda x: torch.tanh(x) * 2 + 1)(torch.ones(8, device=where)).sum().item()
         torch._dynamo.reset()
 
     def matmul_gflops(self, dtype: str, n: int, repeats: int) -> float | None:

@@ -71,6 +71,8 @@ from pytest_mlbench.workloads import data
 __all__ = ["Campaign", "Lane", "Plan"]
 
 
+GPU_SLOTS = 2  # pools a framework keeps for a session's untimed GPU cases (_slots)
+
 class Campaign:
     def __init__(self, lanes: Sequence[Lane], plan: Plan, registry: Mapping[str, str],
                  oracle: OracleService, progress: Callable[[str], None] = lambda line: None,
@@ -145,7 +147,8 @@ class Campaign:
                 runs = self._untimed_phase(timed, alive, p)
             if last is not None:
                 done += 1
-                self.progress.group_done(p, *last, len(timed), done)
+                self.progress.group_done(p, *last, len(timed), done,
+                                         verdicts=self._verdicts(last[0]))
             timed, last = runs, (group, begun)
             for run in runs:
                 self.progress.long_case(p, run.spec["name"], run.round_s, self.rounds_for(run),
@@ -157,8 +160,14 @@ class Campaign:
         with self.sheet.phase(p, "untimed"):
             self._untimed_phase(timed, [], p)
         if last is not None:
-            self.progress.group_done(p, *last, len(timed), done + 1)
+            self.progress.group_done(p, *last, len(timed), done + 1,
+                                     verdicts=self._verdicts(last[0]))
         self.pools.close()
+
+    def _verdicts(self, group: str) -> list[str]:
+        """The statuses so far of ``group``'s cases (``passing`` while none is set)."""
+        return [s.outcome.status if s.outcome is not None else "passing"
+                for g, states in self._groups() if g == group for s in states]
 
     def _untimed_phase(self, finish: Sequence[CaseRun], prepare: Sequence[CaseState],
                        p: int) -> list[CaseRun]:
@@ -206,7 +215,8 @@ class Campaign:
                 if left[group]:
                     return
                 done = sum(1 for n in left.values() if not n)
-            self.progress.group_done(0, group, begun[group], 0, done, timed=False)
+            self.progress.group_done(0, group, begun[group], 0, done, timed=False,
+                                     verdicts=self._verdicts(group))
 
         with self.sheet.phase(0, "untimed"):
             self.untimed.run([Job(self._slots(s), partial(one, s))
@@ -237,8 +247,14 @@ class Campaign:
         framework per core, so that one framework's compilations (torch.compile's of every
         workload) need not wait for each other; the later ones start only when a job needs
         them (UntimedJobs prefers a job's first pool). A timed pass has one pool a framework,
-        and so has a parallel layout: its workers already take a core each."""
-        slots = 1 if self.plan.timing or state.cid.workers > 1 else self.untimed.width
+        and so has a parallel layout: its workers already take a core each. A GPU case's
+        framework keeps at most GPU_SLOTS pools: each holds a CUDA context and its framework's
+        GPU runtime on the one device (a pool a core on a 16-core GPU machine started 16 of
+        each, and their start took the session's minutes); two still overlap one case's
+        compilation with another's run."""
+        width = self.untimed.width if state.cid.device != "gpu" else min(self.untimed.width,
+                                                                          GPU_SLOTS)
+        slots = 1 if self.plan.timing or state.cid.workers > 1 else width
         return tuple(self._pool_key(state, slot) for slot in range(slots))
 
     def _finish_on(self, run: CaseRun, p: int, key: PoolKey) -> None:
@@ -252,20 +268,21 @@ class Campaign:
             raise KeyboardInterrupt("the campaign was cancelled")
         return self.pools.running(key, state.lane.side, self._compiled(key))
 
-    def _compiled(self, key: PoolKey) -> bool:
-        """Does the pool warm its framework's compiler up at start? Only where compile times
-        are reported (a timed session's first pass) and a live case of the pool compiles
-        (anything but eager): a session that times nothing reports none, later passes report
-        the first pass's, and the warm-up (inductor's start-up and first C++ build, 3-12 s of
-        CPU per worker here) would be spent for nothing."""
-        return self.plan.timing and self.pass_no == 0 and any(
-            s.cid.variant != "eager" for s in self.states.values()
-            if s.alive and key in self._slots(s))
+    def _compiled(self, key: PoolKey) -> str:
+        """The device on which the pool warms its framework's compiler up at start, or "" for
+        none. Only where compile times are reported (a timed session's first pass) and a live
+        case of the pool compiles (anything but eager): a session that times nothing reports
+        none, later passes report the first pass's, and the warm-up (inductor's start-up and
+        first build, 3-45 s per worker here) would be spent for nothing."""
+        if not (self.plan.timing and self.pass_no == 0):
+            return ""
+        return next((s.cid.device for s in self.states.values()
+                     if s.alive and s.cid.variant != "eager" and key in self._slots(s)), "")
 
     def _start_pools(self, p: int) -> None:
         """Start the pools this pass will use at once (Pools.start); of a framework's spare
         pools (a session that times nothing) none: they start when a job first needs one."""
-        wanted: dict[PoolKey, tuple[Side, bool]] = {}
+        wanted: dict[PoolKey, tuple[Side, str]] = {}
         for state in self.states.values():
             cid = state.cid
             key = self._slots(state)[0]
@@ -298,7 +315,8 @@ class Campaign:
             side = f" [{lane.side.name}]" if lane.side.name else ""
             self.contexts[state.key] = phases.Context(
                 cid, self.references[ref_key], policy,
-                tolerances(cid.precision, cid.workload.tolerances), inputs, params,
+                tolerances(cid.precision, cid.workload.tolerances,
+                           cid.workload.depth_at(cid.shape.dims)), inputs, params,
                 f"{cid.framework} {cid.variant} ({cid.name}){side}")
             state.digest = data.digest(inputs, params)
         return self.contexts[state.key]

@@ -4,7 +4,8 @@ and what a long case is about to do."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 LONG_S = 10.0  # a case whose timing is expected to take longer says so as it starts
@@ -19,12 +20,14 @@ class Progress:
     first_pass_s: float | None = None  # how long the first pass took, once it has
 
     def group_done(self, p: int, name: str, begun: float, count: int, done: int,
-                   timed: bool = True) -> None:
+                   timed: bool = True, verdicts: Sequence[str] = ()) -> None:
         """Group ``name`` of pass ``p`` is done (``count`` cases timed), the ``done``-th
-        group of the session."""
+        group of the session; ``verdicts``, its cases' statuses so far (failed, skipped,
+        error; anything else is passing), are counted on the line, so that a session cut
+        short still says what its finished groups found."""
         what = f"{count} case(s) checked and timed" if timed else "checked"
         self.write(f"mlbench [process {p + 1}/{self.passes}] {name}: {what} in "
-                   f"{time.monotonic() - begun:.1f} s; {self.eta(done, p)}")
+                   f"{time.monotonic() - begun:.1f} s{tally(verdicts)}; {self.eta(done, p)}")
 
     def eta(self, done: int, p: int) -> str:
         """Time spent, and what is left. The first process of a timed session also computes
@@ -55,3 +58,12 @@ class Progress:
             self.write(f"mlbench [process {p + 1}/{self.passes}] {name}: checked{compiled}; "
                        f"timing {rounds} round(s) of about {round_s:.1f} s "
                        f"(about {expected:.0f} s)")
+
+
+def tally(verdicts: Sequence[str]) -> str:
+    """`` (3 passing, 1 failed)``: the statuses of a group's cases, or "" for none."""
+    if not verdicts:
+        return ""
+    counts = Counter(v if v in ("failed", "skipped", "error") else "passing" for v in verdicts)
+    order = ("passing", "failed", "error", "skipped")
+    return " (" + ", ".join(f"{counts[k]} {k}" for k in order if counts[k]) + ")"

@@ -144,6 +144,10 @@ class Workload:
     default_precisions: tuple[str, ...] | None = None
     data_key: str | None = None  # seed the data from another workload's name: same bytes
     tolerances: Mapping[str, Tolerances] = field(default_factory=dict)  # per precision
+    # the layers of rounded arithmetic from the inputs to the loss (matmuls, convolutions,
+    # recurrent steps, one after another), a number or a function of the shape's dims: a
+    # mixed-precision case's tolerance grows with its square root (checking/asserts.py)
+    depth: int | Callable[[Dims], int] = 1
     # parallel strategies (pytest_mlbench/parallel.py) at more than one worker: strategy
     # ("dp", "fsdp", "tp") -> {framework: the variant that runs it, or a tuple of them};
     # "dpxtp" (a 2-D mesh) is there where both dp and tp are
@@ -185,6 +189,10 @@ class Workload:
             if s.label == label:
                 return s
         raise KeyError(f"workload {self.name!r} has no {size} shape {label!r}")
+
+    def depth_at(self, dims: Dims) -> int:
+        """``depth`` at a shape (problems() has checked it is a positive integer)."""
+        return int(self.depth(dims) if callable(self.depth) else self.depth)
 
     def flops(self, task: Task, dims: Dims) -> int | None:
         """FLOPs per step (problems() has checked the function returns an integer)."""
@@ -231,7 +239,7 @@ class Workload:
         typed = self._type_problems()
         if typed:
             return typed
-        out = self._flops_problems()
+        out = self._flops_problems() + self._depth_problems()
         missing = [s for s in SIZE_NAMES if s not in self.sizes]
         if missing:
             out.append(f"sizes lacks {', '.join(missing)}: every size profile "
@@ -340,6 +348,21 @@ class Workload:
                                "a non-negative integer (FLOPs per step)")
                     break
         return out
+
+    def _depth_problems(self) -> list[str]:
+        """``depth``, at every shape, is a positive integer."""
+        shapes = [s for shapes in self.sizes.values() for s in shapes if isinstance(s, Shape)]
+        for shape in shapes:
+            try:
+                value = self.depth(shape.dims) if callable(self.depth) else self.depth
+            except Exception as exc:  # noqa: BLE001 - reported as this folder's problem
+                return [f"depth raised {type(exc).__name__}: {exc} for dims {dict(shape.dims)}"]
+            if not (isinstance(value, int | np.integer) and not isinstance(value, bool)
+                    and value >= 1):
+                return [f"depth={_short(value)} at dims {dict(shape.dims)}; it must be a "
+                        "positive integer (layers of rounded arithmetic from inputs to loss) "
+                        "or a function of the dims giving one"]
+        return []
 
     def _task_problems(self) -> list[str]:
         if not self.all_tasks:

@@ -133,13 +133,21 @@ SPEC = Workload(
     # 1680 points went over the fp32 table's (1e-4, 1e-5), up to 32 times; at (3e-3, 3e-3)
     # none did, the largest at 0.30 of it. Label smoothing 0.1 still fails (tests/cheats/
     # smoothing); the check now resolves about 0.6% of a gradient's norm at the start.
+    # Under amp the convolutions' outputs are rounded to bfloat16, 256 values an octave, so
+    # two values of a 2x2 pooling window tie far more often than at float32 and the gradient
+    # takes the other one: 6-11% of the first kernel's gradient norm at the start, at the
+    # smoke and default sizes, in every framework; after training, JAX's first bias gradient
+    # (a sum over every position, which XLA:CPU accumulates in bfloat16) 21% (2026-11-26),
+    # where depth 3 gives the table's 4%.
     tolerances={"fp32": Tolerances(grad=Tolerance(3e-3, 3e-3),
-                                   trajectory=Tolerance(5e-3, 1e-4))},
+                                   trajectory=Tolerance(5e-3, 1e-4)),
+                "amp": Tolerances(grad=Tolerance(0.25, 0.25), trajectory=Tolerance(0.3, 0.3))},
     make_data=make_data,
     make_params=make_params,
     forward=forward,
     objective=objective,
     flops_per_step=flops,
+    depth=3,  # two convolutions and the dense head
     implementations={
         "jax": ("eager", "jit"),
         "torch": ("eager", "jit"),

@@ -17,10 +17,17 @@ from pytest_mlbench.builders import functional
 spec = load_suite_file(Path(__file__).with_name("spec.py"))
 
 
+def wide(x: Any) -> Any:
+    """``x`` at float32 at least: softmax and normalisation statistics, as mixed-precision JAX
+    code keeps them (bfloat16 compute under the amp policy; a no-op at float32 and float64)."""
+    return x.astype(jnp.promote_types(x.dtype, jnp.float32))
+
+
 def layer_norm(h: Any, g: Any, b: Any) -> Any:
-    centred = h - jnp.mean(h, axis=-1, keepdims=True)
+    x = wide(h)
+    centred = x - jnp.mean(x, axis=-1, keepdims=True)
     var = jnp.mean(centred * centred, axis=-1, keepdims=True)
-    return centred / jnp.sqrt(var + spec.LN_EPS) * g + b
+    return (centred / jnp.sqrt(var + spec.LN_EPS)).astype(h.dtype) * g + b
 
 
 def attention(a: Any, w: Any, heads: int) -> Any:
@@ -29,7 +36,7 @@ def attention(a: Any, w: Any, heads: int) -> Any:
     q, k, v = qkv[0], qkv[1], qkv[2]  # each (B, heads, T, d_head)
     scores = q @ jnp.swapaxes(k, -1, -2) / math.sqrt(d // heads)
     causal = jnp.tril(jnp.ones((t, t), dtype=bool))
-    weights = jax.nn.softmax(jnp.where(causal, scores, -jnp.inf), axis=-1)
+    weights = jax.nn.softmax(wide(jnp.where(causal, scores, -jnp.inf)), axis=-1).astype(v.dtype)
     return (weights @ v).transpose(0, 2, 1, 3).reshape(b, t, d)
 
 
@@ -48,7 +55,7 @@ def forward(p: dict[str, Any], data: dict[str, Any]) -> Any:
 
 
 def loss(p: dict[str, Any], data: dict[str, Any]) -> Any:
-    logits = forward(p, data)
+    logits = wide(forward(p, data))
     return optax.softmax_cross_entropy_with_integer_labels(logits, data["targets"]).mean()
 
 

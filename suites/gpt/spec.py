@@ -161,6 +161,8 @@ SPEC = Workload(
     objective=objective,
     input_keys=("tokens",),
     flops_per_step=flops,
+    # a block: q|k|v, scores, values, projection, two MLP matmuls; then the head
+    depth=lambda d: 6 * d["layers"] + 1,
     # parallel cases (--mlbench-workers above 1, docs/DISTRIBUTED.md); Megatron's split of a
     # block's MLP: the first matmul by columns (its bias with it), the second by rows. The
     # attention stays whole: its fused weight's columns are [q | k | v], so an even split by

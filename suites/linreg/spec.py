@@ -73,6 +73,7 @@ SPEC = Workload(
     loss=loss,
     grad=grad,
     flops_per_step=flops,
+    depth=1,
     implementations={
         "numpy": ("eager",),
         "numba": ("jit",),

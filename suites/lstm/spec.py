@@ -104,6 +104,7 @@ SPEC = Workload(
     forward=forward,
     objective=objective,
     flops_per_step=flops,
+    depth=lambda d: d["seq"] + 1,  # a gate matmul a step, then the head
     implementations={
         "autograd": ("eager",),
         "jax": ("eager", "jit"),

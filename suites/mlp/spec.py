@@ -59,6 +59,7 @@ SPEC = Workload(
     loss=loss,
     grad=grad,
     flops_per_step=flops,
+    depth=2,  # two matmuls
     # parallel cases (--mlbench-workers above 1, docs/DISTRIBUTED.md): JAX over a Mesh,
     # torch DDP, FSDP2 and DTensor; Megatron's MLP split: w1 by columns, w2 by rows
     # torch's dp also compiled (torch.compile around the DDP model)

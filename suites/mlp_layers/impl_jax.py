@@ -15,9 +15,11 @@ import optax
 LAYERS = {"w1": "layers_0", "w2": "layers_2"}  # spec name -> the Dense's name in Sequential
 
 
-def make_model(hidden: int, n_out: int, dtype: Any) -> nn.Sequential:
+def make_model(hidden: int, n_out: int, dtype: Any, compute: Any = None) -> nn.Sequential:
+    """``dtype`` the parameters', ``compute`` the layers' arithmetic (Flax's mixed precision:
+    ``param_dtype`` float32, ``dtype`` bfloat16 under the amp policy)."""
     def dense(features: int) -> nn.Dense:
-        return nn.Dense(features, use_bias=False, dtype=dtype, param_dtype=dtype)
+        return nn.Dense(features, use_bias=False, dtype=compute or dtype, param_dtype=dtype)
 
     return nn.Sequential([dense(hidden), nn.tanh, dense(n_out)])
 
@@ -44,7 +46,8 @@ class Trainer:
     def __init__(self, case: Any) -> None:
         w1, w2 = case.params["w1"], case.params["w2"]
         self.batch = case.batch  # the step's batch: read at every step
-        self.model = self.make_model(w1.shape[1], w2.shape[1], w1.dtype)
+        compute = jnp.dtype(case.policy.compute) if case.policy.mixed else None
+        self.model = self.make_model(w1.shape[1], w2.shape[1], w1.dtype, compute)
         self.variables = self.to_variables(case.params)
         check_layout(self.model, self.variables, self.batch()["x"])
         self.opt = optax.sgd(case.learning_rate)
@@ -53,7 +56,7 @@ class Trainer:
         self.sgd_step = case.compile(self._sgd_step)
 
     def _loss(self, variables: Any, x: Any, y: Any) -> Any:
-        logits = self.model.apply(variables, x)
+        logits = self.model.apply(variables, x).astype(x.dtype)  # the loss at float32 under amp
         return jnp.mean(optax.sigmoid_binary_cross_entropy(logits, y))
 
     def _sgd_step(self, variables: Any, opt_state: Any, x: Any, y: Any) -> Any:

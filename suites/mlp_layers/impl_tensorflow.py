@@ -18,12 +18,15 @@ import tensorflow as tf  # noqa: E402
 LAYERS = {"w1": 0, "w2": 1}  # spec name -> index of its Dense layer
 
 
-def make_model(w1: Any, w2: Any) -> keras.Sequential:
-    dtype = w1.dtype.name  # a Keras dtype policy per layer: float64 must not become float32
+def make_model(w1: Any, w2: Any, mixed: bool = False) -> keras.Sequential:
+    """A Keras dtype policy per layer: float64 must not become float32; under the amp policy
+    Keras's own ``mixed_bfloat16`` (float32 variables, bfloat16 compute)."""
+    dtype = w1.dtype.name
+    layer = "mixed_bfloat16" if mixed else dtype
     model = keras.Sequential([
         keras.Input((w1.shape[0],), dtype=dtype),
-        keras.layers.Dense(w1.shape[1], use_bias=False, activation="tanh", dtype=dtype),
-        keras.layers.Dense(w2.shape[1], use_bias=False, dtype=dtype),
+        keras.layers.Dense(w1.shape[1], use_bias=False, activation="tanh", dtype=layer),
+        keras.layers.Dense(w2.shape[1], use_bias=False, dtype=layer),
     ])
     for key, i in LAYERS.items():  # the seeded start, not Keras's own initialisation
         model.layers[i].kernel.assign({"w1": w1, "w2": w2}[key])
@@ -49,7 +52,8 @@ class Trainer:
             raise RuntimeError(f"keras runs on {keras.backend.backend()}, not tensorflow: "
                                "unset KERAS_BACKEND")
         with case.adapter.device_scope():
-            self.model = self.make_model(case.params["w1"], case.params["w2"])
+            self.model = self.make_model(case.params["w1"], case.params["w2"],
+                                         case.policy.mixed)
             self.opt = sgd(case.learning_rate, case.dtype)
             self.opt.build(self.model.trainable_variables)  # its variables, outside any trace
         self.bce = keras.losses.BinaryCrossentropy(from_logits=True, dtype=case.dtype)

@@ -32,12 +32,19 @@ class Trainer:
         self.batch = case.batch  # the step's batch: read at every step
         self.opt = torch.optim.SGD(self.model.parameters(), lr=case.learning_rate)
         self.bce = nn.BCEWithLogitsLoss()  # mean of softplus(z) - y z, as the spec's loss
+        # mixed precision (the amp policy): the forward under torch.autocast, as torch.nn
+        # code trains in bfloat16; parameters, gradients and SGD stay float32
+        self.autocast = torch.autocast(case.params["w1"].device.type,
+                                       dtype=getattr(torch, case.policy.compute or "bfloat16"),
+                                       enabled=case.policy.mixed)
         # The whole step, backward and optimizer included: dynamo traces it as one graph.
         self.train_step = case.compile(self._train_step)
 
     def _forward_backward(self) -> torch.Tensor:
         self.opt.zero_grad(set_to_none=True)
-        loss = self.bce(self.model(self.batch()["x"]), self.batch()["y"])
+        with self.autocast:
+            logits = self.model(self.batch()["x"])
+        loss = self.bce(logits.float(), self.batch()["y"])
         loss.backward()
         return loss.detach()
 

@@ -23,10 +23,17 @@ def patchify(x: Any, patch: int) -> Any:
     return x.reshape(b, g * g, patch * patch * c)
 
 
+def wide(x: Any) -> Any:
+    """``x`` at float32 at least: softmax and normalisation statistics, as mixed-precision JAX
+    code keeps them (bfloat16 compute under the amp policy; a no-op at float32 and float64)."""
+    return x.astype(jnp.promote_types(x.dtype, jnp.float32))
+
+
 def layer_norm(h: Any, g: Any, b: Any) -> Any:
-    centred = h - jnp.mean(h, axis=-1, keepdims=True)
+    x = wide(h)
+    centred = x - jnp.mean(x, axis=-1, keepdims=True)
     var = jnp.mean(centred * centred, axis=-1, keepdims=True)
-    return centred / jnp.sqrt(var + spec.LN_EPS) * g + b
+    return (centred / jnp.sqrt(var + spec.LN_EPS)).astype(h.dtype) * g + b
 
 
 def attention(a: Any, blk: dict[str, Any], heads: int) -> Any:
@@ -34,7 +41,8 @@ def attention(a: Any, blk: dict[str, Any], heads: int) -> Any:
     b, n, d = a.shape
     qkv = (a @ blk["qkv_w"] + blk["qkv_b"]).reshape(b, n, 3, heads, d // heads)
     q, k, v = jnp.moveaxis(qkv, 2, 0).transpose(0, 1, 3, 2, 4)  # each (B, heads, N, d_head)
-    weights = jax.nn.softmax(q @ jnp.swapaxes(k, -1, -2) / math.sqrt(d // heads), axis=-1)
+    scores = q @ jnp.swapaxes(k, -1, -2) / math.sqrt(d // heads)
+    weights = jax.nn.softmax(wide(scores), axis=-1).astype(v.dtype)
     out = (weights @ v).transpose(0, 2, 1, 3).reshape(b, n, d)
     return out @ blk["proj_w"] + blk["proj_b"]
 
@@ -58,7 +66,7 @@ def forward(params: dict[str, Any], data: dict[str, Any]) -> Any:
 def loss(params: dict[str, Any], data: dict[str, Any]) -> Any:
     """Mean softmax cross-entropy of the model tree on one batch (or one data-parallel
     shard)."""
-    log_probs = jax.nn.log_softmax(forward(params, data), axis=-1)
+    log_probs = jax.nn.log_softmax(wide(forward(params, data)), axis=-1)
     return -jnp.mean(jnp.sum(data["y"] * log_probs, axis=-1))
 
 

@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_mlbench import Arrays, Shape, Workload, digest
+from pytest_mlbench import Arrays, Shape, Tolerance, Tolerances, Workload, digest
 
 try:  # the reference only: collection must not need autograd, an optional extra
     import autograd
@@ -288,6 +288,14 @@ SPEC = Workload(
     loss=loss,
     grad=grad,
     flops_per_step=flops,
+    # the patch embedding, six matmuls a block (as gpt's), the head
+    depth=lambda d: 6 * d["depth"] + 2,
+    # Under amp, a bias's gradient is a sum over every token of the batch; JAX reduces that
+    # sum (the transpose of the broadcast add) at the cotangent's bfloat16, where torch and
+    # TensorFlow accumulate at float32: JAX's fc2_b gradient at the default size is 25% off in
+    # norm (2026-11-26; a 2048-term sum alone: 1.1% against jnp.sum's 0.2%), over the depth
+    # rule's 12%
+    tolerances={"amp": Tolerances(grad=Tolerance(0.2, 0.2), trajectory=Tolerance(0.3, 0.3))},
     # parallel cases (--mlbench-workers above 1, docs/DISTRIBUTED.md); Megatron's split of a
     # block's MLP, as gpt's (the fused qkv weight's even column split is not head-aligned)
     parallel={s: {"jax": "jit", "torch": "eager", "tensorflow": "jit"}

@@ -197,6 +197,35 @@ def test_parameters_drifting_to_float64_fail(checked: Session) -> None:
                   r"params after timing: dtype is not the policy's float32: \{'w': 'float64'\}")
 
 
+# -- mixed precision that is not ------------------------------------------------------------------
+
+@pytest.mark.parametrize(("framework", "variant"), [
+    ("jax", "eager"), ("jax", "jit"), ("torch", "eager"), ("tensorflow", "eager")])
+def test_amp_claimed_over_float32_arithmetic_fails_saying_the_compute_was_float32(
+        checked: Session, framework: str, variant: str) -> None:
+    assert_caught(checked, f"ampf32-{framework}-{variant}-cpu-amp",
+                  r"gradient at the start: the arithmetic ran in float32, not the bfloat16 "
+                  r"compute the amp policy claims: a relative error of \S+ against the float64 "
+                  r"reference over 16512 elements")
+
+
+@pytest.mark.parametrize(("framework", "variant"), [
+    ("jax", "jit"), ("torch", "eager"), ("tensorflow", "eager")])
+def test_amp_claimed_over_bfloat16_master_weights_fails_saying_what_amp_keeps(
+        checked: Session, framework: str, variant: str) -> None:
+    assert_caught(checked, f"ampmaster-{framework}-{variant}-cpu-amp",
+                  r"params at the start: dtype is not the policy's float32: "
+                  r"\{'w1': 'bfloat16', 'w2': 'bfloat16'\}; the amp policy keeps master weights "
+                  r"and optimizer state at float32 and computes at bfloat16")
+
+
+def test_the_honest_model_passes_amp_in_every_framework_that_has_it(checked: Session) -> None:
+    """The suite's own mlp at amp in the same session (tests/cheats/ampok): the checks that
+    fail the two above pass an implementation that really mixes."""
+    for impl in ("jax-eager", "jax-jit", "torch-eager", "tensorflow-eager"):
+        assert checked[f"ampok-{impl}-cpu-amp"].status == "passed", checked.output[-3000:]
+
+
 # -- parameters nobody reports ------------------------------------------------------------------
 
 @pytest.mark.parametrize(("framework", "holder"), [

@@ -39,7 +39,7 @@ def test_help_shows_the_group_with_defaults(pytester: pytest.Pytester) -> None:
         ("frameworks", "pytorchh", "choose from: all, numpy, numba, autograd, jax, torch, tensorflow"),
         ("variants", "fast", "choose from: all, eager, jit, xla"),
         ("device", "cuda", "choose from: cpu, gpu, tpu, auto"),
-        ("precision", "fp16", "choose from: all, fp64, fp32, tf32, bf16"),
+        ("precision", "fp16", "choose from: all, fp64, fp32, tf32, bf16, amp"),
         ("size", "huge", "choose from: smoke, default, paper"),
         ("seed", "abc", "give a seed from 0 to 2**32-1"),
         ("seed", "-1", "give a seed from 0 to 2**32-1"),

@@ -14,8 +14,8 @@ from pytest_mlbench import load_suite_file
 HONEST = load_suite_file(Path(__file__).parents[1] / "specs.py").honest("mlp_layers", "jax")
 
 
-def make_model(hidden: int, n_out: int, dtype: Any) -> nn.Sequential:
-    honest = HONEST.make_model(hidden, n_out, dtype)
+def make_model(hidden: int, n_out: int, dtype: Any, compute: Any = None) -> nn.Sequential:
+    honest = HONEST.make_model(hidden, n_out, dtype, compute)
     first = honest.layers[0].clone(use_bias=True)
     return nn.Sequential([first, *honest.layers[1:]])
 

@@ -14,9 +14,9 @@ HONEST = load_suite_file(Path(__file__).parents[1] / "specs.py").honest("mlp_lay
 keras = HONEST.keras  # imported there with the TensorFlow backend
 
 
-def make_model(w1: Any, w2: Any) -> Any:
+def make_model(w1: Any, w2: Any, mixed: bool = False) -> Any:
     """The honest model with its first layer replaced by one that has a bias."""
-    honest = HONEST.make_model(w1, w2)
+    honest = HONEST.make_model(w1, w2, mixed)
     first = honest.layers[0]
     biased = keras.layers.Dense(first.units, use_bias=True, activation="tanh",
                                 dtype=w1.dtype.name)

@@ -65,6 +65,24 @@ def test_bfloat16_arithmetic_fails_as_too_coarse(operands: tuple) -> None:
         assert_arithmetic_precision(r["bfloat16"], r["float64"], policy="fp32", where="x")
 
 
+def test_amp_passes_bfloat16_compute_and_fails_float32_compute_saying_so(
+        operands: tuple) -> None:
+    """A mixed-precision (amp) result must show its bfloat16 compute: the bfloat16 one is
+    judged and passes; the float32 one, the same function computed at the storage dtype,
+    fails naming both dtypes; too few elements are not judged."""
+    r = results(operands)
+    judged = assert_arithmetic_precision(r["bfloat16"], r["float64"], policy="amp", where="x")
+    assert judged["judged"] is True and judged["error"] > arithmetic.COARSE["float32"], judged
+    with pytest.raises(AssertionError, match=r"^case x: the arithmetic ran in float32, not the "
+                                             r"bfloat16 compute the amp policy claims: a "
+                                             r"relative error of \S+ against the float64 "
+                                             r"reference over 2048 elements"):
+        assert_arithmetic_precision(r["float32"], r["float64"], policy="amp", where="case x")
+    few = assert_arithmetic_precision(r["float32"][:2], r["float64"][:2], policy="amp",
+                                      where="x")
+    assert few["judged"] is False and "fewer than 256" in few["why"], few
+
+
 def test_float32_arithmetic_in_a_float64_case_fails_as_too_coarse(operands: tuple) -> None:
     r = results(operands)
     assert_arithmetic_precision(r["float64"] * (1 + 1e-15), r["float64"], policy="fp64",

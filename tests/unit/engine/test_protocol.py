@@ -93,7 +93,7 @@ def _open_mlp(pool: FrameworkPool) -> tuple[int, CaseId]:
 def test_a_worker_answers_every_case_command_with_its_reply_type() -> None:
     """Through the pipe: each reply is the type its command names (CaseCommand[R])."""
     pool = FrameworkPool(PoolKey("numpy", 1), frameworks.BUILTIN["numpy"], 1, "off", "",
-                         compiler=False)
+                         compiler="")
     pool.start()
     try:
         assert [type(i) for i in pool.info] == [p.WorkerInfo]

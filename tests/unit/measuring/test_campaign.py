@@ -178,6 +178,21 @@ def test_a_parallel_layout_gets_one_pool_where_single_devices_get_one_a_core() -
     assert unchecked._slots(parallel) == (PoolKey("torch", 2, "", 0),)
 
 
+def test_a_gpu_case_gets_at_most_two_pools_of_its_framework(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a 16-core GPU machine a pool a core started 16 CUDA contexts a framework on the one
+    device; a GPU case's framework keeps GPU_SLOTS (two), a CPU case's one a core."""
+    from pytest_mlbench.measuring.campaign import GPU_SLOTS
+
+    unchecked = campaign_of(False)
+    monkeypatch.setattr(unchecked.untimed, "width", 16)
+    single = next(iter(unchecked.states.values()))
+    on_gpu = replace(single, cid=replace(single.cid, device="gpu"))
+    assert len(unchecked._slots(single)) == 16
+    assert unchecked._slots(on_gpu) == tuple(PoolKey("torch", 1, "", i) for i in range(GPU_SLOTS))
+    assert GPU_SLOTS == 2
+
+
 def test_only_the_first_pass_warms_compilers_up(monkeypatch: pytest.MonkeyPatch) -> None:
     """Compile time is reported from the first pass alone (cold, once): the pools of later
     passes start without the warm-up, and those of the first pass with it."""
@@ -188,7 +203,8 @@ def test_only_the_first_pass_warms_compilers_up(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(campaign, "_groups", lambda: [])  # no case runs: only the pools start
     for p in range(3):
         campaign._pass(p)
-    assert started == [(p, fw, p == 0 and fw == "torch") for p in range(3)
+    # on the device its compiled cases run on ("" for no warm-up)
+    assert started == [(p, fw, "cpu" if p == 0 and fw == "torch" else "") for p in range(3)
                        for fw in ("torch", "numpy")]
 
 
@@ -252,8 +268,12 @@ def test_the_progress_line_foretells_later_processes_from_their_own_pace(
     assert timed.eta(12, 1) == "340 s so far, about 360 s left"
     assert timed.eta(30, 2) == "340 s in all"
     timed.group_done(2, "mlp", 330.0, 10, 30)
+    timed.group_done(2, "cnn", 330.0, 3, 30,
+                     verdicts=["passing", "failed", "skipped", "passing", "passed"])
     assert lines == ["mlbench [process 3/3] mlp: 10 case(s) checked and timed in 10.0 s; "
-                     "340 s in all"]
+                     "340 s in all",
+                     "mlbench [process 3/3] cnn: 3 case(s) checked and timed in 10.0 s "
+                     "(3 passing, 1 failed, 1 skipped); 340 s in all"]
     clock[0] = 20.0  # a session that times nothing has one pass: its own pace
     assert unchecked.eta(2, 0) == "20 s so far, about 80 s left"
 

@@ -35,6 +35,28 @@ def test_a_tolerance_for_no_precision_is_reported() -> None:
     assert len(found) == 1 and found[0].startswith("tolerances['float32'] must map a precision")
 
 
+def test_a_depth_that_is_no_positive_integer_is_reported_in_one_line() -> None:
+    assert problems(depth=3) == [] and problems(depth=lambda d: d["batch"] // 8) == []
+    for bad, said in ((0, "depth=0 (int) at dims"), (2.5, "depth=2.5 (float) at dims"),
+                      (lambda d: d["nope"], "depth raised KeyError: 'nope' for dims")):
+        found = problems(depth=bad)
+        assert len(found) == 1 and found[0].startswith(said), found
+
+
+def test_a_mixed_policys_tolerances_grow_with_the_square_root_of_depth() -> None:
+    """amp's table is one layer's (bfloat16's unit roundoff times MIXED_UNITS); four layers
+    double it; a workload's own override is taken as it is; other policies ignore depth."""
+    from pytest_mlbench.checking.asserts import MIXED_UNITS, TOLERANCES, Tolerances, tolerances
+
+    one = tolerances("amp")
+    assert one.grad.rtol == MIXED_UNITS[0] * 2.0 ** -8 and one.trajectory.rtol == MIXED_UNITS[1] * 2.0 ** -8
+    four = tolerances("amp", depth=4)
+    assert four.grad.rtol == 2 * one.grad.rtol and four.trajectory.atol == 2 * one.trajectory.atol
+    own = Tolerances(Tolerance(0.3, 0.3), Tolerance(0.4, 0.4))
+    assert tolerances("amp", {"amp": own}, depth=16) is own
+    assert tolerances("fp32", depth=16) is TOLERANCES["fp32"]
+
+
 def test_an_hvp_needs_the_objective() -> None:
     assert "an hvp task needs objective(xp, outputs, data)" in problems(objective=None)[0]
 
