@@ -31,8 +31,9 @@ if ! "$PY" -m pip --version >/dev/null 2>&1; then
 fi
 
 # the base dependencies that are pure Python (pyproject.toml's [project] dependencies less
-# numpy and scipy), pinned as constraints.txt pins them
-PURE=(py-cpuinfo2 threadpoolctl array-api-compat pytest-benchmark)
+# numpy and scipy), and autograd (pure Python: vit's float64 reference is differentiated by
+# it), pinned as constraints.txt pins them
+PURE=(py-cpuinfo2 threadpoolctl array-api-compat pytest-benchmark autograd)
 pin() {  # NAME -> NAME==VER from constraints.txt (NAME alone if it is not pinned there)
   local line
   line="$(grep -i "^$1==" "$ROOT/constraints.txt" || true)"

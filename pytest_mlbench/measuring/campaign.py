@@ -164,10 +164,10 @@ class Campaign:
                                      verdicts=self._verdicts(last[0]))
         self.pools.close()
 
-    def _verdicts(self, group: str) -> list[str]:
-        """The statuses so far of ``group``'s cases (``passing`` while none is set)."""
-        return [s.outcome.status if s.outcome is not None else "passing"
-                for g, states in self._groups() if g == group for s in states]
+    def _verdicts(self, group: str) -> list[tuple[str, str]]:
+        """The (status, message) so far of ``group``'s cases (``passing`` while none is set)."""
+        return [(s.outcome.status, s.outcome.message) if s.outcome is not None else
+                ("passing", "") for g, states in self._groups() if g == group for s in states]
 
     def _untimed_phase(self, finish: Sequence[CaseRun], prepare: Sequence[CaseState],
                        p: int) -> list[CaseRun]:
@@ -391,7 +391,10 @@ class Campaign:
               pool: FrameworkPool | None = None) -> None:
         if isinstance(exc, KeyboardInterrupt | SystemExit):
             raise exc
-        if isinstance(exc, CaseSkipped | Unavailable | Unsupported):
+        import pytest  # loaded already: the campaign runs inside a pytest session
+
+        # pytest.skip from a spec's own code (a reference whose optional package is missing)
+        if isinstance(exc, CaseSkipped | Unavailable | Unsupported | pytest.skip.Exception):
             state.outcome = Outcome("skipped", str(exc))
         elif isinstance(exc, CaseFailed | AssertionError):
             state.outcome = Outcome("failed", str(exc))

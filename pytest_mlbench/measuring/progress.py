@@ -20,14 +20,20 @@ class Progress:
     first_pass_s: float | None = None  # how long the first pass took, once it has
 
     def group_done(self, p: int, name: str, begun: float, count: int, done: int,
-                   timed: bool = True, verdicts: Sequence[str] = ()) -> None:
+                   timed: bool = True, verdicts: Sequence[tuple[str, str]] = ()) -> None:
         """Group ``name`` of pass ``p`` is done (``count`` cases timed), the ``done``-th
-        group of the session; ``verdicts``, its cases' statuses so far (failed, skipped,
-        error; anything else is passing), are counted on the line, so that a session cut
-        short still says what its finished groups found."""
+        group of the session. ``verdicts``, its cases' (status, message) so far (failed,
+        skipped, error; anything else is passing), are counted on the line and each failure's
+        first line follows it, so that a session cut short (a borrowed machine's window)
+        still says what its finished groups found."""
         what = f"{count} case(s) checked and timed" if timed else "checked"
+        statuses = [status for status, _ in verdicts]
         self.write(f"mlbench [process {p + 1}/{self.passes}] {name}: {what} in "
-                   f"{time.monotonic() - begun:.1f} s{tally(verdicts)}; {self.eta(done, p)}")
+                   f"{time.monotonic() - begun:.1f} s{tally(statuses)}; {self.eta(done, p)}")
+        for status, message in verdicts:
+            if status in ("failed", "error"):
+                first = (message.strip().splitlines() or [""])[0]
+                self.write(f"mlbench   {status}: {first[:300]}")
 
     def eta(self, done: int, p: int) -> str:
         """Time spent, and what is left. The first process of a timed session also computes

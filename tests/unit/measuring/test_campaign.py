@@ -269,11 +269,14 @@ def test_the_progress_line_foretells_later_processes_from_their_own_pace(
     assert timed.eta(30, 2) == "340 s in all"
     timed.group_done(2, "mlp", 330.0, 10, 30)
     timed.group_done(2, "cnn", 330.0, 3, 30,
-                     verdicts=["passing", "failed", "skipped", "passing", "passed"])
+                     verdicts=[("passing", ""), ("failed", "torch jit (cnn-...) gradient of k1: "
+                                                          "differs\nworst element"),
+                               ("skipped", "no gpu"), ("passing", ""), ("passed", "")])
     assert lines == ["mlbench [process 3/3] mlp: 10 case(s) checked and timed in 10.0 s; "
                      "340 s in all",
                      "mlbench [process 3/3] cnn: 3 case(s) checked and timed in 10.0 s "
-                     "(3 passing, 1 failed, 1 skipped); 340 s in all"]
+                     "(3 passing, 1 failed, 1 skipped); 340 s in all",
+                     "mlbench   failed: torch jit (cnn-...) gradient of k1: differs"]
     clock[0] = 20.0  # a session that times nothing has one pass: its own pace
     assert unchecked.eta(2, 0) == "20 s so far, about 80 s left"
 
@@ -434,3 +437,16 @@ def test_a_worker_whose_step_count_differs_from_the_batches_sent_fails() -> None
     with pytest.raises(AssertionError, match=r"the worker has made 99 training step\(s\) "
                                              r"where the harness sent the batches of 1"):
         run.turn(1, discard=0)
+
+
+def test_a_specs_own_pytest_skip_makes_its_case_skipped_not_failed() -> None:
+    """vit's reference calls pytest.skip when autograd is missing (a GPU machine without it):
+    the case reported 'Failed: ... Skipped: ...' until the campaign took pytest's skip for
+    what it is."""
+    campaign = campaign_of(False)
+    state = next(iter(campaign.states.values()))
+    with pytest.raises(pytest.skip.Exception) as caught:
+        pytest.skip("the vit reference is differentiated by autograd")
+    campaign._fail(state, caught.value)
+    assert state.outcome is not None and state.outcome.status == "skipped"
+    assert state.outcome.message == "the vit reference is differentiated by autograd"
