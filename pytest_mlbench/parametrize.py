@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from pytest_mlbench import frameworks
+from pytest_mlbench import frameworks, variants
 from pytest_mlbench.options import Settings
 from pytest_mlbench.parallel import GAPS, Layout
 from pytest_mlbench.workloads.case import CaseId
@@ -56,9 +56,11 @@ def enumerate_cases(workloads: tuple[Workload, ...], settings: Settings,
 def _cases(workload: Workload, shape: Any, task: Any, settings: Settings,
            registry: Mapping[str, Any]) -> Iterator[CaseId]:
     for fw in settings.frameworks:
-        for variant in settings.variants:
-            if variant not in workload.implementations.get(fw, ()):
-                continue
+        # the workload's variants whose compile mode the session selects (jit: jit+sdpa too),
+        # in the session's order of modes
+        declared = workload.implementations.get(fw, ())
+        chosen = [v for m in settings.variants for v in declared if variants.mode(v) == m]
+        for variant in chosen:
             device = resolve_device(settings.device, fw, registry)
             for precision in precisions_for(workload, settings):
                 for workers in settings.workers:

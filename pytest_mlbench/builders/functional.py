@@ -18,11 +18,13 @@ then its model and one line:
 - ``transform``: ``apply(probe)`` with the framework's own jvp, vjp, Hessian-vector product
   (forward over reverse where the framework has forward mode) or per-example Jacobian.
 
-Every function that runs goes through ``case.compile`` (the case's variant). Options:
+Every function that runs goes through ``case.compile`` (the case's variant's mode). Options:
 ``to_model`` / ``from_model`` map the spec's flat named arrays to the model's tree (nesting or
 another layout, NCHW kernels say) and back; ``value_and_grad(params, data) -> (loss, grads)``
 replaces autodiff of ``loss`` for a step that follows another direction (DP-SGD's clipped
-per-example mean), and is how a NumPy implementation brings its hand-written gradient.
+per-example mean), and is how a NumPy implementation brings its hand-written gradient;
+``idioms={name: (forward, loss)}`` the same model written other ways, one variant each
+(``jit+sdpa``, pytest_mlbench/variants.py).
 What a framework lacks (TF and Autograd: a forward-mode Jacobian) raises, naming the spec's
 ``unsupported`` entry to declare. Importing this module imports no framework.
 """
@@ -30,7 +32,7 @@ What a framework lacks (TF and Autograd: a forward-mode Jacobian) raises, naming
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pytest_mlbench.builders.model import Model
@@ -48,18 +50,31 @@ __all__ = ["jax", "torch", "tensorflow", "autograd", "numpy", "Model", "Build",
 
 def builder(framework: str, forward: Fn | None, loss: Fn | None, *,
             to_model: Fn | None = None, from_model: Fn | None = None,
-            value_and_grad: Fn | None = None) -> Build:
-    """``build(case)`` for ``framework``; the framework is imported when a case is built."""
+            value_and_grad: Fn | None = None,
+            idioms: Mapping[str, tuple[Fn, Fn]] | None = None) -> Build:
+    """``build(case)`` for ``framework``; the framework is imported when a case is built.
+    ``idioms`` maps an idiom's name to its ``(forward, loss)``, the same model written
+    another way (fused attention, a scan): the case's variant names it (``jit+sdpa``), and
+    the builder builds it exactly as the plain model, through the same checks."""
     if (to_model is None) != (from_model is None):
         raise TypeError(f"functional.{framework}: give both to_model and from_model (one maps "
                         "the spec's params to the model's tree, the other maps back), or neither")
     model = Model(framework, forward, loss, to_model, from_model, value_and_grad)
+    models = {"": model, **{name: Model(framework, fwd, lss, to_model, from_model, value_and_grad)
+                            for name, (fwd, lss) in (idioms or {}).items()}}
 
     def build(case: Any) -> Any:
+        chosen = models.get(case.idiom)
+        if chosen is None:
+            raise TypeError(f"functional.{framework}: variant {case.variant!r} names idiom "
+                            f"{case.idiom!r}, which this implementation does not have (its "
+                            f"idioms: {', '.join(repr(k) for k in models if k) or 'none'}); "
+                            "give it in idioms={name: (forward, loss)}")
         module = importlib.import_module(f"pytest_mlbench.builders.{MODULES[framework]}")
-        return module.build(model, case)
+        return module.build(chosen, case)
 
     build.model = model  # type: ignore[attr-defined]  # for tests and introspection
+    build.idioms = dict(models)  # type: ignore[attr-defined]
     return build
 
 

@@ -37,7 +37,7 @@ def build(model: Model, case: Any) -> Any:
     if name == "jacfwd":
         raise unsupported(model, "jacfwd", "TensorFlow has no per-example forward-mode "
                                            "Jacobian (batch_jacobian is reverse mode)")
-    if name in ("jvp", "hvp") and case.variant == "eager":
+    if name in ("jvp", "hvp") and case.mode == "eager":
         raise unsupported(model, name, "eager TensorFlow has no op-by-op forward mode (each "
                                        "op's JVP is a traced tf.function)", "eager")
     if keras.backend.backend() != "tensorflow":
@@ -327,7 +327,7 @@ class Jacobian(Transform):
         forward, case = self.model.fn("forward"), self.case
         # pfor vectorises the rows of the Jacobian in a graph; eager, it traces a new
         # tf.function on every call, so eager takes the rows one by one (a while loop)
-        pfor = case.variant != "eager"
+        pfor = case.mode != "eager"
 
         def jacobian(p: Any, inputs: Any) -> Any:
             key, x, rest = split_inputs(case, inputs)

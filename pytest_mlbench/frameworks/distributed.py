@@ -357,7 +357,7 @@ class TorchDDP(TorchRank):
         names = sorted(case.params)
         module = _Functional(loss, names, [case.params[k].to(self.device) for k in names])
         self.model = DistributedDataParallel(module, device_ids=[local] if cuda else None)
-        self.forward = case.compile(self.model) if case.variant != "eager" else self.model
+        self.forward = case.compile(self.model) if case.mode != "eager" else self.model
         self.opt = optimizer(case.optimizer, list(self.model.module.p))
         per = batch // workers
         device = self.device

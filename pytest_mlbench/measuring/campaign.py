@@ -42,7 +42,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 
 from pytest_mlbench import threads as threading_
-from pytest_mlbench import timesheet
+from pytest_mlbench import timesheet, variants
 from pytest_mlbench.checking import phases
 from pytest_mlbench.checking.asserts import tolerances
 from pytest_mlbench.checking.oracle_client import OracleService
@@ -277,7 +277,8 @@ class Campaign:
         if not (self.plan.timing and self.pass_no == 0):
             return ""
         return next((s.cid.device for s in self.states.values()
-                     if s.alive and s.cid.variant != "eager" and key in self._slots(s)), "")
+                     if s.alive and variants.mode(s.cid.variant) != "eager"
+                     and key in self._slots(s)), "")
 
     def _start_pools(self, p: int) -> None:
         """Start the pools this pass will use at once (Pools.start); of a framework's spare

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_mlbench import variants
 from pytest_mlbench.frameworks.base import Compiled
 from pytest_mlbench.parallel import Layout
 from pytest_mlbench.precision import Policy
@@ -121,6 +122,17 @@ class Case:
         return self.id.variant
 
     @property
+    def mode(self) -> str:
+        """The variant's compile mode (``jit`` of ``jit+sdpa``)."""
+        return variants.mode(self.id.variant)
+
+    @property
+    def idiom(self) -> str:
+        """The variant's idiom (``sdpa`` of ``jit+sdpa``; "" for a plain mode): which way
+        of writing the model the implementation builds (pytest_mlbench/variants.py)."""
+        return variants.idiom(self.id.variant)
+
+    @property
     def dtype(self) -> str:
         """The policy's dtype name (``float32``, ``float64``, ``bfloat16``)."""
         return self.policy.dtype
@@ -131,9 +143,9 @@ class Case:
         return self.id.workload.inputs(self.data)
 
     def compile(self, fn: Callable[..., Any]) -> Compiled:
-        """Apply this case's variant to ``fn`` (identity for eager); the harness later checks
-        that it compiled, and that it did not compile again while timed."""
-        compiled = self.adapter.compile(fn, self.variant)
+        """Apply this case's variant's compile mode to ``fn`` (identity for eager); the harness
+        later checks that it compiled, and that it did not compile again while timed."""
+        compiled = self.adapter.compile(fn, variants.mode(self.variant))
         self.compiled.append(compiled)
         return compiled
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_mlbench import variants
 from pytest_mlbench.parallel import DECLARED, STRATEGIES
 from pytest_mlbench.precision import POLICIES
 from pytest_mlbench.workloads.optim import Optimizer
@@ -275,6 +276,10 @@ class Workload:
                 and all(isinstance(x, str) for x in v) for k, v in self.implementations.items()):
             out.append(f"implementations={_short(self.implementations)} must map a framework "
                        "name to a tuple of variant names, e.g. {'jax': ('eager', 'jit')}")
+        else:
+            out += [f"implementations[{fw!r}]: {why}" for fw, names in
+                    self.implementations.items() for v in names
+                    if (why := variants.problem(v)) is not None]
         lr = self.learning_rate
         if lr is not None and not (_real(lr) and lr > 0):
             out.append(f"learning_rate={lr!r} must be a positive number (not a string)")

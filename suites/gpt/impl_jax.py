@@ -1,5 +1,6 @@
-"""The GPT in JAX: jnp indexing for the embeddings, explicit causal attention, optax's integer-
-label cross-entropy; op by op or under jax.jit, stepped by optax's Adam."""
+"""The GPT in JAX: jnp indexing for the embeddings, causal attention written out (variants
+eager, jit) or through jax.nn.dot_product_attention (variant jit+sdpa), optax's integer-label
+cross-entropy; op by op or under jax.jit, stepped by optax's Adam."""
 
 from __future__ import annotations
 
@@ -30,33 +31,50 @@ def layer_norm(h: Any, g: Any, b: Any) -> Any:
     return (centred / jnp.sqrt(var + spec.LN_EPS)).astype(h.dtype) * g + b
 
 
-def attention(a: Any, w: Any, heads: int) -> Any:
-    b, t, d = a.shape
-    qkv = (a @ w).reshape(b, t, 3, heads, d // heads).transpose(2, 0, 3, 1, 4)
-    q, k, v = qkv[0], qkv[1], qkv[2]  # each (B, heads, T, d_head)
-    scores = q @ jnp.swapaxes(k, -1, -2) / math.sqrt(d // heads)
+def written_out(q: Any, k: Any, v: Any) -> Any:
+    """softmax(Q K^T / sqrt(d_head) + causal mask) V, op by op; each (B, T, heads, d_head)."""
+    q, k, v = (jnp.swapaxes(x, 1, 2) for x in (q, k, v))  # (B, heads, T, d_head)
+    t = q.shape[-2]
+    scores = q @ jnp.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
     causal = jnp.tril(jnp.ones((t, t), dtype=bool))
     weights = jax.nn.softmax(wide(jnp.where(causal, scores, -jnp.inf)), axis=-1).astype(v.dtype)
-    return (weights @ v).transpose(0, 2, 1, 3).reshape(b, t, d)
+    return jnp.swapaxes(weights @ v, 1, 2)
 
 
-def forward(p: dict[str, Any], data: dict[str, Any]) -> Any:
-    tokens = data["tokens"]
-    width = p["wte"].shape[1]
-    h = p["wte"][tokens] + p["wpe"][:tokens.shape[1]]
-    for i in range(spec.layers(p)):
-        blk = {n: p[spec.key(i, n)] for n in spec.BLOCK_KEYS}
-        a = layer_norm(h, blk["ln1_g"], blk["ln1_b"])
-        h = h + attention(a, blk["attn_w"], width // spec.HEAD_DIM) \
-            @ blk["proj_w"] + blk["proj_b"]
-        m = layer_norm(h, blk["ln2_g"], blk["ln2_b"]) @ blk["fc_w"] + blk["fc_b"]
-        h = h + jax.nn.gelu(m, approximate=True) @ blk["fc2_w"] + blk["fc2_b"]
-    return layer_norm(h, p["lnf_g"], p["lnf_b"]) @ p["wte"].T
+def sdpa(q: Any, k: Any, v: Any) -> Any:
+    """The same through jax.nn.dot_product_attention (XLA's own attention; cuDNN's fused
+    kernel where the GPU has it), scale 1 / sqrt(d_head) by default."""
+    return jax.nn.dot_product_attention(q, k, v, is_causal=True)
 
 
-def loss(p: dict[str, Any], data: dict[str, Any]) -> Any:
-    logits = wide(forward(p, data))
-    return optax.softmax_cross_entropy_with_integer_labels(logits, data["targets"]).mean()
+def attention(a: Any, w: Any, heads: int, attend: Any = written_out) -> Any:
+    b, t, d = a.shape
+    qkv = (a @ w).reshape(b, t, 3, heads, d // heads)
+    return attend(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]).reshape(b, t, d)
 
 
-build = functional.jax(forward, loss)
+def model(attend: Any) -> tuple[Any, Any]:
+    """``(forward, loss)`` with ``attend`` as the attention core."""
+
+    def forward(p: dict[str, Any], data: dict[str, Any]) -> Any:
+        tokens = data["tokens"]
+        width = p["wte"].shape[1]
+        h = p["wte"][tokens] + p["wpe"][:tokens.shape[1]]
+        for i in range(spec.layers(p)):
+            blk = {n: p[spec.key(i, n)] for n in spec.BLOCK_KEYS}
+            a = layer_norm(h, blk["ln1_g"], blk["ln1_b"])
+            h = h + attention(a, blk["attn_w"], width // spec.HEAD_DIM, attend) \
+                @ blk["proj_w"] + blk["proj_b"]
+            m = layer_norm(h, blk["ln2_g"], blk["ln2_b"]) @ blk["fc_w"] + blk["fc_b"]
+            h = h + jax.nn.gelu(m, approximate=True) @ blk["fc2_w"] + blk["fc2_b"]
+        return layer_norm(h, p["lnf_g"], p["lnf_b"]) @ p["wte"].T
+
+    def loss(p: dict[str, Any], data: dict[str, Any]) -> Any:
+        logits = wide(forward(p, data))
+        return optax.softmax_cross_entropy_with_integer_labels(logits, data["targets"]).mean()
+
+    return forward, loss
+
+
+forward, loss = model(written_out)
+build = functional.jax(forward, loss, idioms={"sdpa": model(sdpa)})

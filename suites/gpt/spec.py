@@ -172,9 +172,11 @@ SPEC = Workload(
     tensor_parallel={"*fc_w": 1, "*fc_b": 0, "*fc2_w": 0},
     # the main job's scaling question: the same model replicated, sharded and split
     main_strategies=("dp", "fsdp", "tp", "dpxtp"),
+    # +sdpa: the attention through the framework's fused call (F.scaled_dot_product_attention,
+    # jax.nn.dot_product_attention) instead of written out: one comparison group (IDIOMS.md)
     implementations={
-        "jax": ("eager", "jit"),
-        "torch": ("eager", "jit"),
+        "jax": ("eager", "jit", "jit+sdpa"),
+        "torch": ("eager", "jit", "eager+sdpa", "jit+sdpa"),
         "tensorflow": ("eager", "jit", "xla"),
     },
 )

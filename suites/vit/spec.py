@@ -301,9 +301,11 @@ SPEC = Workload(
     parallel={s: {"jax": "jit", "torch": "eager", "tensorflow": "jit"}
               for s in ("dp", "fsdp", "tp")},
     tensor_parallel={"*fc1_w": 1, "*fc1_b": 0, "*fc2_w": 0},
+    # +sdpa: the attention through the framework's fused call (F.scaled_dot_product_attention,
+    # jax.nn.dot_product_attention) instead of written out: one comparison group (IDIOMS.md)
     implementations={
-        "jax": ("eager", "jit"),
-        "torch": ("eager", "jit"),
+        "jax": ("eager", "jit", "jit+sdpa"),
+        "torch": ("eager", "jit", "eager+sdpa", "jit+sdpa"),
         "tensorflow": ("eager", "jit", "xla"),
     },
 )

@@ -226,6 +226,13 @@ def test_the_honest_model_passes_amp_in_every_framework_that_has_it(checked: Ses
         assert checked[f"ampok-{impl}-cpu-amp"].status == "passed", checked.output[-3000:]
 
 
+def test_an_idiom_that_is_not_the_model_fails_like_any_variant(checked: Session) -> None:
+    """Idioms are variants under the same checks: the GPT's fused attention without its
+    causal mask (tests/cheats/sdpanomask) fails at the start."""
+    assert_caught(checked, "sdpanomask-torch-eager+sdpa-cpu-fp32",
+                  r"loss at the start: differs by \S+ in norm")
+
+
 # -- parameters nobody reports ------------------------------------------------------------------
 
 @pytest.mark.parametrize(("framework", "holder"), [

@@ -57,6 +57,23 @@ def test_a_mixed_policys_tolerances_grow_with_the_square_root_of_depth() -> None
     assert tolerances("fp32", depth=16) is TOLERANCES["fp32"]
 
 
+def test_a_variant_is_a_mode_or_a_mode_and_an_idiom() -> None:
+    """jit+sdpa is a variant (mode jit, idiom sdpa); a typo in either half is one line."""
+    from pytest_mlbench import variants
+
+    assert (variants.mode("jit+sdpa"), variants.idiom("jit+sdpa")) == ("jit", "sdpa")
+    assert (variants.mode("eager"), variants.idiom("eager")) == ("eager", "")
+    assert problems(implementations={"jax": ("jit", "jit+sdpa", "eager+scan_2")}) == []
+    found = problems(implementations={"jax": ("jti+sdpa", "jit+Fused", "jit+")})
+    assert found == [
+        "implementations['jax']: variant 'jti+sdpa': its mode 'jti' is none of eager, jit, xla "
+        "(a variant is a mode, or mode+idiom such as jit+sdpa)",
+        "implementations['jax']: variant 'jit+Fused': the idiom after '+' must be lower-case "
+        "letters, digits and underscores, starting with a letter",
+        "implementations['jax']: variant 'jit+': the idiom after '+' must be lower-case "
+        "letters, digits and underscores, starting with a letter"]
+
+
 def test_an_hvp_needs_the_objective() -> None:
     assert "an hvp task needs objective(xp, outputs, data)" in problems(objective=None)[0]
 
