@@ -24,6 +24,8 @@ from pytest_mlbench.frameworks.base import (
 from pytest_mlbench.precision import Policy
 
 
+RECOMPILE_LIMIT = 256  # dynamo entries a code object may keep (see setup)
+
 class TorchAdapter:
     name = "torch"
     modules: tuple[str, ...] = ("torch",)
@@ -68,8 +70,14 @@ class TorchAdapter:
         self.verify_policy(policy)
         self._watch.start()
         torch.manual_seed(seed)
-        # Each case traces from scratch; compiled code comes from the session's cache folder.
-        torch._dynamo.reset()
+        # Each case traces from scratch: its torch.compile has a backend of its own (case
+        # counts its graphs), and dynamo's entries for a code object are kept per backend, so a
+        # case never runs another's. No reset here: a group may hold two compiled cases of one
+        # worker (jit and jit+sdpa), built before either is timed, and resetting for the second
+        # wiped the first's code, which then compiled again while timed. Every case of the
+        # worker keeps an entry for the shared step code (builders/torch_.py Trainer), hence
+        # the limit, well above the cases one worker serves (8 by default).
+        torch._dynamo.config.recompile_limit = RECOMPILE_LIMIT
         torch._inductor.config.fx_graph_cache = True
         torch._functorch.config.enable_autograd_cache = True
 

@@ -47,6 +47,34 @@ def test_compiled_variant_counts_traces(name: str) -> None:
     assert compiled.traces() == 1
 
 
+@pytest.mark.skipif("torch" not in INSTALLED, reason="torch is not installed")
+def test_a_second_torch_case_set_up_keeps_the_first_cases_compiled_step() -> None:
+    """Two compiled cases of one group in one worker (gpt's jit and jit+sdpa) are both built
+    before either is timed: the second's setup must not drop the first's code, which would
+    then compile again inside its timed rounds (fail_on_recompile, the guard the timed
+    region runs under)."""
+    import torch
+
+    class Step:  # one code object for both cases, as the builders' Trainer._train_step
+        def __init__(self, k: float) -> None:
+            self.k = k
+
+        def run(self, x: Any) -> Any:
+            return torch.tanh(x) * self.k
+
+    adapter = adapter_for("torch")
+    first = adapter.compile(Step(2.0).run, "jit")
+    first(torch.ones(4))
+    adapter.setup("cpu", POLICIES["fp32"], 0)  # the second case's
+    second = adapter.compile(Step(3.0).run, "jit")
+    second(torch.ones(4))
+    with first.guard():
+        assert float(first(torch.ones(4))[0]) == pytest.approx(2 * np.tanh(1.0), rel=1e-6)
+    with second.guard():
+        second(torch.ones(4))
+    assert (first.traces(), second.traces()) == (1, 1)
+
+
 def test_jax_counts_every_compilation_and_only_the_implementations_own_as_its_jit() -> None:
     """Eager dispatch compiling a primitive for each new Python value is a compilation (it
     may not happen while timed) but not the implementation's jit; a jitted helper of optax's
