@@ -23,7 +23,6 @@ from pytest_mlbench.frameworks.base import (
 )
 from pytest_mlbench.precision import Policy
 
-
 RECOMPILE_LIMIT = 256  # dynamo entries a code object may keep (see setup)
 
 class TorchAdapter:
