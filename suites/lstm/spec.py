@@ -105,10 +105,12 @@ SPEC = Workload(
     objective=objective,
     flops_per_step=flops,
     depth=lambda d: d["seq"] + 1,  # a gate matmul a step, then the head
+    # +scan: the loop over time as the framework's own loop construct (lax.scan, tf.scan's
+    # while loop) instead of unrolled steps (docs/IDIOMS.md)
     implementations={
         "autograd": ("eager",),
-        "jax": ("eager", "jit"),
+        "jax": ("eager", "jit", "jit+scan"),
         "torch": ("eager", "jit"),
-        "tensorflow": ("eager", "jit", "xla"),
+        "tensorflow": ("eager", "jit", "xla", "jit+scan", "xla+scan"),
     },
 )
