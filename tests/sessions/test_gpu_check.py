@@ -62,14 +62,16 @@ def test_the_quick_cpu_run_passes_and_writes_its_files(quick_cpu_run: background
     rc, out, tmp_path = quick_cpu_run.returncode, quick_cpu_run.output, quick_cpu_run.folder
     assert rc == 0, out
     assert {p.name for p in tmp_path.iterdir()} == {
-        "gpu_check.log", "environment.json", "summary.json", "timed-mlp.json", "junit.tar.gz"}
+        "gpu_check.log", "environment.json", "summary.json", "timed.json", "junit.tar.gz"}
     assert "summary: passed (cpu)" in (tmp_path / "gpu_check.log").read_text()
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["problems"] == []
     checked = summary["sessions"]["checked-fp32-tf32"]
     assert checked["counts"] == {"passed": 2, "skipped": 2}, checked
     assert checked["skip_reasons"] == ["2 x tf32 applies to NVIDIA GPUs only"]
-    timed = json.loads((tmp_path / "timed-mlp.json").read_text())
+    assert summary["groups"][0].startswith("mlbench [process 1/1] mlp cpu fp32: 1 case(s) "
+                                           "checked and timed in"), summary["groups"]
+    timed = json.loads((tmp_path / "timed.json").read_text())
     [bench] = timed["benchmarks"]
     assert bench["name"] == "test_case[mlp-torch-eager-cpu-fp32]"
     assert bench["extra_info"]["mlbench"]["identity"]["device"] == "cpu"

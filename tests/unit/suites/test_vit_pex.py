@@ -87,7 +87,7 @@ def test_broken_attention_scale_fails_the_checks(monkeypatch: pytest.MonkeyPatch
 
     impl = implementation(VIT, "torch")
 
-    def attention(a: Any, blk: dict[str, Any], heads: int) -> Any:
+    def attention(a: Any, blk: dict[str, Any], heads: int, attend: Any = None) -> Any:
         b, n, d = a.shape
         qkv = (a @ blk["qkv_w"] + blk["qkv_b"]).reshape(b, n, 3, heads, d // heads)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
