@@ -51,17 +51,22 @@ __all__ = ["jax", "torch", "tensorflow", "autograd", "numpy", "Model", "Build",
 def builder(framework: str, forward: Fn | None, loss: Fn | None, *,
             to_model: Fn | None = None, from_model: Fn | None = None,
             value_and_grad: Fn | None = None,
-            idioms: Mapping[str, tuple[Fn, Fn]] | None = None) -> Build:
+            idioms: Mapping[str, tuple[Fn, ...]] | None = None) -> Build:
     """``build(case)`` for ``framework``; the framework is imported when a case is built.
-    ``idioms`` maps an idiom's name to its ``(forward, loss)``, the same model written
-    another way (fused attention, a scan): the case's variant names it (``jit+sdpa``), and
-    the builder builds it exactly as the plain model, through the same checks."""
+    ``idioms`` maps an idiom's name to its ``(forward, loss)``, or ``(forward, loss,
+    to_model, from_model)`` where the idiom lays the parameters out its own way
+    (channels-last kernels): the same model written another way (fused attention, a scan).
+    The case's variant names it (``jit+sdpa``), and the builder builds it exactly as the
+    plain model, through the same checks."""
     if (to_model is None) != (from_model is None):
         raise TypeError(f"functional.{framework}: give both to_model and from_model (one maps "
                         "the spec's params to the model's tree, the other maps back), or neither")
     model = Model(framework, forward, loss, to_model, from_model, value_and_grad)
-    models = {"": model, **{name: Model(framework, fwd, lss, to_model, from_model, value_and_grad)
-                            for name, (fwd, lss) in (idioms or {}).items()}}
+    models = {"": model}
+    for name, given in (idioms or {}).items():
+        fwd, lss, *layout = given
+        there, back = layout if layout else (to_model, from_model)
+        models[name] = Model(framework, fwd, lss, there, back, value_and_grad)
 
     def build(case: Any) -> Any:
         chosen = models.get(case.idiom)

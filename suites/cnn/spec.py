@@ -148,9 +148,11 @@ SPEC = Workload(
     objective=objective,
     flops_per_step=flops,
     depth=3,  # two convolutions and the dense head
+    # +cl: torch's kernels in channels_last memory format (JAX and TensorFlow convolve NHWC
+    # already; docs/IDIOMS.md)
     implementations={
         "jax": ("eager", "jit"),
-        "torch": ("eager", "jit"),
+        "torch": ("eager", "jit", "eager+cl", "jit+cl"),
         "tensorflow": ("eager", "jit", "xla"),
     },
 )

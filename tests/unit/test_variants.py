@@ -48,3 +48,19 @@ def test_the_builder_builds_the_idiom_the_variant_names_and_refuses_an_unknown_o
                                         r"'scan', which this implementation does not have \(its "
                                         r"idioms: 'sdpa'\)"):
         build(SimpleNamespace(idiom="scan", variant="jit+scan"))
+
+
+def test_an_idiom_may_lay_the_parameters_out_its_own_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    """(forward, loss, to_model, from_model): cnn's channels-last kernels; an idiom of two
+    keeps the plain model's layout."""
+    built = []
+    fn = lambda p, d: None  # noqa: E731
+    plain_in, plain_out, cl_in, cl_out = (lambda t: t), (lambda t: t), (lambda t: t), (lambda t: t)
+    build = functional.builder("torch", fn, fn, to_model=plain_in, from_model=plain_out,
+                               idioms={"cl": (fn, fn, cl_in, cl_out), "two": (fn, fn)})
+    fake = SimpleNamespace(build=lambda model, case: built.append(model) or model)
+    monkeypatch.setattr(functional.importlib, "import_module", lambda name: fake)
+    for idiom in ("", "cl", "two"):
+        build(SimpleNamespace(idiom=idiom, variant="jit" + (f"+{idiom}" if idiom else "")))
+    assert [(m.to_model, m.from_model) for m in built] == [
+        (plain_in, plain_out), (cl_in, cl_out), (plain_in, plain_out)]
