@@ -73,6 +73,7 @@ __all__ = ["Campaign", "Lane", "Plan"]
 
 GPU_SLOTS = 2  # pools a framework keeps for a session's untimed GPU cases (_slots)
 
+
 class Campaign:
     def __init__(self, lanes: Sequence[Lane], plan: Plan, registry: Mapping[str, str],
                  oracle: OracleService, progress: Callable[[str], None] = lambda line: None,
@@ -138,6 +139,7 @@ class Campaign:
         done = p * len(self._groups())
         timed: list[CaseRun] = []  # the group timed last, still to be finished
         last: tuple[str, float] | None = None
+        finished: list[CaseState] = []  # the group timed last's cases, for its verdicts
         for group, states in self._groups():
             if self.cancelled:
                 raise KeyboardInterrupt("the campaign was cancelled")
@@ -148,8 +150,8 @@ class Campaign:
             if last is not None:
                 done += 1
                 self.progress.group_done(p, *last, len(timed), done,
-                                         verdicts=self._verdicts(last[0]))
-            timed, last = runs, (group, begun)
+                                         verdicts=verdicts(finished))
+            timed, last, finished = runs, (group, begun), states
             for run in runs:
                 self.progress.long_case(p, run.spec["name"], run.round_s, self.rounds_for(run),
                                         run.compile_s)
@@ -161,13 +163,8 @@ class Campaign:
             self._untimed_phase(timed, [], p)
         if last is not None:
             self.progress.group_done(p, *last, len(timed), done + 1,
-                                     verdicts=self._verdicts(last[0]))
+                                     verdicts=verdicts(finished))
         self.pools.close()
-
-    def _verdicts(self, group: str) -> list[tuple[str, str]]:
-        """The (status, message) so far of ``group``'s cases (``passing`` while none is set)."""
-        return [(s.outcome.status, s.outcome.message) if s.outcome is not None else
-                ("passing", "") for g, states in self._groups() if g == group for s in states]
 
     def _untimed_phase(self, finish: Sequence[CaseRun], prepare: Sequence[CaseState],
                        p: int) -> list[CaseRun]:
@@ -194,6 +191,7 @@ class Campaign:
         for state in self.states.values():
             self._context_or_fail(state)
         groups = self._groups()
+        members = dict(groups)
         left = {group: sum(s.alive for s in states) for group, states in groups}
         begun: dict[str, float] = {}
         lock = threading.Lock()  # the jobs' threads count down together
@@ -216,7 +214,7 @@ class Campaign:
                     return
                 done = sum(1 for n in left.values() if not n)
             self.progress.group_done(0, group, begun[group], 0, done, timed=False,
-                                     verdicts=self._verdicts(group))
+                                     verdicts=verdicts(members[group]))
 
         with self.sheet.phase(0, "untimed"):
             self.untimed.run([Job(self._slots(s), partial(one, s))
@@ -252,8 +250,9 @@ class Campaign:
         GPU runtime on the one device (a pool a core on a 16-core GPU machine started 16 of
         each, and their start took the session's minutes); two still overlap one case's
         compilation with another's run."""
-        width = self.untimed.width if state.cid.device != "gpu" else min(self.untimed.width,
-                                                                          GPU_SLOTS)
+        width = self.untimed.width
+        if state.cid.device == "gpu":
+            width = min(width, GPU_SLOTS)
         slots = 1 if self.plan.timing or state.cid.workers > 1 else width
         return tuple(self._pool_key(state, slot) for slot in range(slots))
 
@@ -473,3 +472,10 @@ class Campaign:
                     run.turn(count, discard, cycle)
                 except BaseException as exc:  # noqa: BLE001
                     self._fail(state, exc, run.pool)
+
+
+def verdicts(states: Sequence[CaseState]) -> list[tuple[str, str]]:
+    """The (status, message) so far of a group's cases (``passing`` while none is set), for
+    its progress line."""
+    return [(s.outcome.status, s.outcome.message) if s.outcome is not None else ("passing", "")
+            for s in states]
