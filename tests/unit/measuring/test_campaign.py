@@ -406,6 +406,25 @@ def test_the_worker_clock_must_cover_half_the_parents_time_less_a_slack_a_turn()
         audit.assert_clocks_agree(quarter_chatty, where="fake")
 
 
+def test_ranks_entering_their_rounds_apart_are_not_read_as_a_clock_going_back() -> None:
+    """A parallel case's rounds are each the slowest rank's; their sum may exceed any rank's
+    span when the ranks start a little apart (a dp-w2 case on a busy host failed so). Each
+    rank's own rounds are held to the spans; one rank whose rounds outgrow its span fails."""
+    from pytest_mlbench.checking import audit
+
+    def rank(seconds: list[float], span: float) -> SimpleNamespace:
+        return SimpleNamespace(seconds=seconds, span=span, between=0.0, outside=0.0)
+
+    apart = case_run(FakePool())
+    apart._clocked(0.25, [rank([0.10, 0.05], 0.16), rank([0.05, 0.10], 0.16)], [0.10, 0.10])
+    assert apart.clock["timed_s"] == pytest.approx(0.15)  # each rank's own, not 0.20
+    audit.assert_clocks_agree(apart.clock, where="fake")
+    back = case_run(FakePool())
+    back._clocked(0.25, [rank([0.10, 0.10], 0.16)], [0.10, 0.10])
+    with pytest.raises(AssertionError, match="the clock is not monotonic"):
+        audit.assert_clocks_agree(back.clock, where="fake")
+
+
 def test_each_training_round_gets_the_batch_keys_of_its_own_steps_only() -> None:
     """Training: each round command carries one batch key a step, for the steps it makes
     (counted from the seeded start, after the checked steps, which keep the seeded data);
