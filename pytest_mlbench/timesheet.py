@@ -59,6 +59,23 @@ class Timesheet:
     seconds: dict[tuple[int, str, str], float] = field(default_factory=dict)
     walls: dict[tuple[int, str], float] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    # each thread's open ``spend`` blocks, (pass, framework, stack): what a run cut short (a
+    # borrowed machine's window, Ctrl-C) was doing when it ended
+    _open: dict[int, tuple[int, str, list[_Frame]]] = field(default_factory=dict, repr=False)
+
+    def in_flight(self) -> list[dict[str, Any]]:
+        """The innermost activity each thread is inside now, with its seconds so far."""
+        now = time.perf_counter()
+        with self._lock:
+            open_ = list(self._open.values())
+        found = []
+        for pass_no, framework, stack in open_:
+            frames = list(stack)
+            if frames:
+                found.append({"pass": pass_no + 1, "framework": framework,
+                              "activity": frames[-1].what,
+                              "seconds": round(now - frames[-1].began, 3)})
+        return sorted(found, key=lambda f: -f["seconds"])
 
     def add(self, pass_no: int, framework: str, what: str, seconds: float) -> None:
         if what not in ACTIVITIES:
@@ -91,7 +108,8 @@ class Timesheet:
                     frameworks.setdefault(fw, {})[what] = round(s, 3)
             phases = {what: round(s, 3) for (p, what), s in sorted(walls.items()) if p == n}
             passes.append({"pass": n + 1, "phases": phases, "frameworks": frameworks})
-        return {"passes": passes}
+        running = self.in_flight()
+        return {"passes": passes, **({"in_flight": running} if running else {})}
 
 
 @dataclass
@@ -137,6 +155,11 @@ def spend(what: str) -> Iterator[None]:
     frame = _Frame(what, time.perf_counter())
     stack = _current.stack
     stack.append(frame)
+    sheet, me, outer = _current.sheet, threading.get_ident(), None
+    if len(stack) == 1:  # this account's first open block (an account may open inside another)
+        with sheet._lock:
+            outer = sheet._open.get(me)
+            sheet._open[me] = (_current.pass_no, _current.framework, stack)
     try:
         yield
     finally:
@@ -144,6 +167,12 @@ def spend(what: str) -> Iterator[None]:
         stack.pop()
         if stack:
             stack[-1].nested += elapsed
+        else:
+            with sheet._lock:
+                if outer is None:
+                    sheet._open.pop(me, None)
+                else:
+                    sheet._open[me] = outer
         if _current.sheet is not None:
             _current.sheet.add(_current.pass_no, _current.framework, what,
                                elapsed - frame.nested)
@@ -177,8 +206,12 @@ def lines(sheet: Mapping[str, Any]) -> list[str]:
     """The sheet as two tables: seconds per activity by pass, with each pass's phases'
     walls, then by framework over every pass."""
     passes: Sequence[Mapping[str, Any]] = sheet.get("passes", ())
+    cut = [f"still running as the run ended: pass {f['pass']}, "  # a run cut short
+           f"{'harness' if f['framework'] == HARNESS else f['framework']}: "
+           f"{ACTIVITIES.get(f['activity'], f['activity'])} for {f['seconds']:.1f} s"
+           for f in sheet.get("in_flight", ())]
     if not passes:
-        return []
+        return cut
     harness = "harness (no framework's)"
     header = ["seconds spent on", *(f"pass {p['pass']}" for p in passes), "all"]
     rows = []
@@ -194,7 +227,7 @@ def lines(sheet: Mapping[str, Any]) -> list[str]:
         walls = [float(p.get("phases", {}).get(what, 0.0)) for p in passes]
         if any(walls):
             rows.append([f"wall: {label}", *(f"{s:.1f}" for s in walls), f"{sum(walls):.1f}"])
-    out = render(header, rows)
+    out = [*render(header, rows), *cut]
     per_fw = totals(sheet)
     used = [w for w in ACTIVITIES if any(v.get(w) for v in per_fw.values())]
     header = ["framework", *used, "all"]

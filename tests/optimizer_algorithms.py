@@ -106,10 +106,11 @@ def errors(trainer: Any, opt: Any, adapter: Any) -> dict[str, float]:
     return out
 
 
-def keras_bfloat16(opt: Any) -> dict[str, float]:
+def keras_bfloat16(opt: Any) -> dict[str, Any]:
     """The Keras builder's optimizer on a bfloat16 variable against the float64 steps: the
-    displacement's error (about 2% for Adam: bfloat16 keeps 8 bits). Adam's coefficients
-    rounded carelessly (1 - bfloat16(0.999) is 0) leave v at zero and step lr m / eps."""
+    displacement's error (about 2% for Adam: bfloat16 keeps 8 bits) and the dtype of every
+    slot it keeps. Adam's coefficients rounded carelessly (1 - bfloat16(0.999) is 0) leave
+    v at zero and step lr m / eps."""
     import tensorflow as tf
 
     from pytest_mlbench.builders import tensorflow_
@@ -122,7 +123,38 @@ def keras_bfloat16(opt: Any) -> dict[str, float]:
         grad = loss_and_grad({"w": tf.cast(var, tf.float64).numpy()}, data)[1]["w"]
         built.apply([tf.cast(grad, tf.bfloat16)], [var])
     expected = reference(opt)[0]["w"]
-    return {"w": relative(tf.cast(var, tf.float64).numpy(), expected, start["w"])}
+    slots = {v.path: v.dtype for v in built.variables if v.shape == var.shape}
+    return {"errors": {"w": relative(tf.cast(var, tf.float64).numpy(), expected, start["w"])},
+            "slots": {k: str(getattr(d, "name", d)) for k, d in slots.items()}}
+
+
+def optax_bfloat16(opt: Any) -> dict[str, Any]:
+    """The JAX builder's optax transformation on a bfloat16 parameter, as keras_bfloat16: its
+    float32 hyper-parameters must not carry the slots they scale to float32."""
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    from pytest_mlbench.builders import jax_
+
+    start, data = problem()
+    w = jnp.asarray(start["w"], jnp.bfloat16)
+    tx = jax_.transformation(opt, "bfloat16")
+    state = tx.init(w)
+    for _ in range(STEPS):
+        grad = loss_and_grad({"w": np.asarray(w, np.float64)}, data)[1]["w"]
+        updates, state = tx.update(jnp.asarray(grad, jnp.bfloat16), state, w)
+        w = optax.apply_updates(w, updates)
+    expected = reference(opt)[0]["w"]
+    slots = {jax.tree_util.keystr(path): str(leaf.dtype)
+             for path, leaf in jax.tree_util.tree_leaves_with_path(state.inner_state)
+             if getattr(leaf, "shape", None) == w.shape}
+    return {"errors": {"w": relative(np.asarray(w, np.float64), expected, start["w"])},
+            "slots": slots}
+
+
+BFLOAT16 = {"tensorflow": (keras_bfloat16, ("adam", "adamw")),
+            "jax": (optax_bfloat16, ("momentum", "adam", "adamw"))}
 
 
 def stock(framework: str) -> None:
@@ -159,10 +191,11 @@ def main(argv: list[str]) -> int:
             for name in OPTIMIZERS]
     runs += [(True, variant, name) for variant in STOCK.get(args.framework, ())
              for name in ("adam", "adamw")]
-    if args.framework == "tensorflow":
-        for name in ("adam", "adamw"):
+    if args.framework in BFLOAT16:
+        run_bfloat16, names = BFLOAT16[args.framework]
+        for name in names:
             print(json.dumps({"stock": False, "variant": "bfloat16", "optimizer": name,
-                              "errors": keras_bfloat16(OPTIMIZERS[name])}), flush=True)
+                              **run_bfloat16(OPTIMIZERS[name])}), flush=True)
     for shipped, variant, name in runs:
         if shipped:
             stock(args.framework)  # after the builders' own runs: it replaces their parts

@@ -3,7 +3,8 @@
 # command that fits a short window on a borrowed machine (about 8 minutes; see docs/GPU.md):
 #
 #   tools/gpu_check.sh [--device=gpu|cpu] [--out DIR] [--wheels DIR] [--budget SECONDS]
-#                      [--quick] [--select K-EXPRESSION] [-- PYTEST-ARGS]
+#                      [--quick] [--no-startup] [--sessions fp32,timed,other]
+#                      [--select K-EXPRESSION] [-- PYTEST-ARGS]
 #
 #   install    pytest-mlbench and the pure-Python dependencies python3 lacks, from the wheels
 #              tools/fetch_gpu_wheels.sh fetched (default .gpu-wheels/), pip --no-index
@@ -11,12 +12,13 @@
 #   probe      python, versions, nvidia-smi -L, what torch and JAX see   -> environment.json
 #              (with --device=gpu and no GPU seen by either, nothing more is run)
 #   startup    what a worker's start costs, step by step (imports, the GPU runtime, first
-#              compilations), each in a fresh process               -> startup.json
-#   checked-*  the main job's workloads at the smoke size, nothing timed, torch eager, torch.compile
-#              and JAX jit: every workload at fp32, then every other precision precision.py
-#              holds (tf32, bf16, amp, ...) on mlp, cnn, lstm, gpt and vit
+#              compilations), each in a fresh process (--no-startup: left out) -> startup.json
+#   checked-fp32  the main job's workloads at the smoke size, nothing timed, torch eager,
+#              torch.compile and JAX jit, every workload at fp32
 #   timed-*    then alone: mlp and gpt at the default size, fp32, one process, short rounds,
 #              every check before, while and after timing                -> timed.json
+#   checked-other-precisions  every other policy precision.py holds (tf32, bf16, amp, ...) on
+#              mlp, cnn, lstm, gpt and vit, as checked-fp32
 #   summary    every session's outcomes, failures and skip reasons      -> summary.json
 #
 # Several sessions because a campaign's outcomes reach pytest only when it ends: a session cut
@@ -27,6 +29,8 @@
 # 0 when every session ran and passed with at least one case passed; 1 otherwise; 2 on bad
 # usage. --select narrows every session (and-ed with its own -k: --select "not gpt");
 # PYTEST-ARGS go to every session as they are (a -k there replaces the session's own one).
+# --sessions runs only the sessions named (default all three: checked-fp32, timed-mlp-gpt,
+# checked-other-precisions), to spend a second, shorter window on what the first left open.
 # --quick (the test line): mlp only, at the smoke size: one timed torch eager case, and torch
 # eager and JAX jit checked at fp32 and tf32 (tf32 skips cleanly off a GPU).
 set -uo pipefail
@@ -37,10 +41,12 @@ OUT=""
 WHEELS="$ROOT/.gpu-wheels"
 BUDGET="${MLBENCH_GPU_CHECK_BUDGET:-450}"
 QUICK=0
+STARTUP=1
+SESSIONS="fp32,timed,other"
 SELECT=""
 EXTRA=()
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
-bad() { echo "gpu_check: $1; accepted: --device=gpu|cpu --out DIR --wheels DIR --budget SECONDS --quick --select EXPR [-- PYTEST-ARGS]" >&2; exit 2; }
+bad() { echo "gpu_check: $1; accepted: --device=gpu|cpu --out DIR --wheels DIR --budget SECONDS --quick --no-startup --sessions fp32,timed,other --select EXPR [-- PYTEST-ARGS]" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --device=*) DEVICE="${1#*=}"; shift ;;
@@ -52,6 +58,9 @@ while [[ $# -gt 0 ]]; do
     --budget=*) BUDGET="${1#*=}"; shift ;;
     --budget) [[ $# -ge 2 ]] || bad "--budget needs seconds"; BUDGET="$2"; shift 2 ;;
     --quick) QUICK=1; shift ;;
+    --no-startup) STARTUP=0; shift ;;
+    --sessions=*) SESSIONS="${1#*=}"; shift ;;
+    --sessions) [[ $# -ge 2 ]] || bad "--sessions needs a list"; SESSIONS="$2"; shift 2 ;;
     --select=*) SELECT="${1#*=}"; shift ;;
     --select) [[ $# -ge 2 ]] || bad "--select needs a -k expression"; SELECT="$2"; shift 2 ;;
     --) shift; EXTRA=("$@"); break ;;
@@ -61,6 +70,8 @@ while [[ $# -gt 0 ]]; do
 done
 [[ "$DEVICE" == gpu || "$DEVICE" == cpu ]] || bad "--device is $DEVICE"
 [[ "$BUDGET" =~ ^[0-9]+$ ]] || bad "--budget is $BUDGET, not whole seconds"
+[[ ",$SESSIONS," =~ ^(,(fp32|timed|other))+,$ ]] || bad "--sessions is $SESSIONS, not a list of fp32, timed, other"
+wants() { [[ ",$SESSIONS," == *",$1,"* ]]; }
 PY="${PYTHON:-python3}"
 command -v "$PY" >/dev/null || { echo "gpu_check: no $PY on PATH (set PYTHON)" >&2; exit 2; }
 OUT="${OUT:-$ROOT/reports/gpu-check-$DEVICE-$(date -u +%Y%m%dT%H%M%SZ)}"
@@ -129,7 +140,7 @@ fi
 
 # what a worker's start costs here, step by step (the full check only: a GPU group's minutes
 # are mostly its workers starting)
-(( QUICK )) || step startup 60 "$PY" "$ROOT/tools/gpu_startup.py" "$DEVICE" --out "$OUT/startup.json"
+(( QUICK || ! STARTUP )) || step startup 60 "$PY" "$ROOT/tools/gpu_startup.py" "$DEVICE" --out "$OUT/startup.json"
 
 # A timed torch pool that serves torch.compile cases warms inductor up on the CPU as it starts,
 # which needs a C++ compiler; without one that pool would not start and no torch case would be
@@ -190,13 +201,15 @@ else
   # 1. every workload of the main job checked at fp32, smoke size, nothing timed (one
   #    session: its workers start once; each group's progress line counts its verdicts, so a
   #    session cut short still says what its finished groups found)
-  checked fp32 "$(share 45 55)" fp32 1 "$VARIANTS"
-  # 2. every other precision policy (tf32, bf16, amp, ...) on the workloads with matmuls,
-  #    convolutions and recurrence
-  [[ -z "$PRECISIONS" ]] || checked other-precisions "$(share 25 30)" "${PRECISIONS// /,}" 1 \
+  # (a session that is the last one asked for gets all that is left)
+  last() { ! wants timed && { [[ -z "$PRECISIONS" ]] || ! wants other; }; }
+  ! wants fp32 || checked fp32 "$(if last; then cap 10000 0; else share 35 65; fi)" fp32 1 "$VARIANTS"
+  # 2. timed alone, default size, fp32, one process, every check before, while and after timing
+  ! wants timed || timed mlp-gpt "$( { [[ -z "$PRECISIONS" ]] || ! wants other; } && cap 10000 0 || share 35 30)" default "($(terms mlp gpt)) and ($VARIANTS)"
+  # 3. every other precision policy (tf32, bf16, amp, ...) on the workloads with matmuls,
+  #    convolutions and recurrence, with what is left
+  [[ -z "$PRECISIONS" ]] || ! wants other || checked other-precisions "$(cap 10000 0)" "${PRECISIONS// /,}" 1 \
     "($(terms mlp cnn lstm gpt vit)) and ($VARIANTS)"
-  # 3. timed alone, default size, fp32, one process, every check before, while and after timing
-  timed mlp-gpt "$(cap 10000 0)" default "($(terms mlp gpt)) and ($VARIANTS)"
 fi
 # the timed sessions' pytest-benchmark files as one (the device tool brings back few files)
 "$PY" "$ROOT/tools/gpu_check.py" merge "$OUT/timed.json" "$WORK"/timed/*.json

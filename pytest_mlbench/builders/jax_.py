@@ -53,17 +53,47 @@ def cast_policy(fn: Any, policy: Any) -> Any:
 def transformation(opt: Any, dtype: str) -> optax.GradientTransformation:
     """The spec's optimizer as optax's own, its hyper-parameters injected as state. Optax
     would store them at the parameters' dtype; bfloat16 has 8 bits of mantissa, which makes
-    lr 1e-3 into 0.000999 and momentum 0.9 into 0.898: they are kept in float32."""
-    make = functools.partial(optax.inject_hyperparams,
-                             hyperparam_dtype=jnp.float32 if dtype == "bfloat16" else None)
+    lr 1e-3 into 0.000999 and momentum 0.9 into 0.898: they are kept in float32, and the
+    slots they scale (momentum, Adam's moments) stay at the parameters' dtype, as torch's and
+    Keras's optimizers keep them (``slots_keep_dtype``)."""
+    low = dtype == "bfloat16"
+    make = functools.partial(optax.inject_hyperparams, hyperparam_dtype=jnp.float32 if low else None)
+    factory = {"sgd": optax.sgd, "momentum": optax.sgd, "adam": optax.adam,
+               "adamw": optax.adamw}[opt.name]
+    make_tx = make(slots_keep_dtype(factory) if low else factory)
     if opt.name == "sgd":
-        return make(optax.sgd)(learning_rate=opt.lr)
+        return make_tx(learning_rate=opt.lr)
     if opt.name == "momentum":
-        return make(optax.sgd)(learning_rate=opt.lr, momentum=opt.momentum)
+        return make_tx(learning_rate=opt.lr, momentum=opt.momentum)
     if opt.name == "adam":
-        return make(optax.adam)(learning_rate=opt.lr, b1=opt.b1, b2=opt.b2, eps=opt.eps)
-    return make(optax.adamw)(learning_rate=opt.lr, b1=opt.b1, b2=opt.b2, eps=opt.eps,
-                             weight_decay=opt.weight_decay)
+        return make_tx(learning_rate=opt.lr, b1=opt.b1, b2=opt.b2, eps=opt.eps)
+    return make_tx(learning_rate=opt.lr, b1=opt.b1, b2=opt.b2, eps=opt.eps,
+                   weight_decay=opt.weight_decay)
+
+
+def slots_keep_dtype(factory: Any) -> Any:
+    """``factory``'s transformation with every floating slot of its state cast back, after
+    each update, to the dtype it was created at: a float32 hyper-parameter times a bfloat16
+    slot is float32 in JAX (``decay * trace``), which would carry the momentum in float32
+    from the first step on (seen on an H200: the dtype check after the first step failed)."""
+    @functools.wraps(factory)  # inject_hyperparams reads the factory's signature
+    def wrapped(*args: Any, **kwargs: Any) -> optax.GradientTransformation:
+        inner = factory(*args, **kwargs)
+
+        def update(updates: Any, state: Any, params: Any = None, **extra: Any) -> Any:
+            updates, new = inner.update(updates, state, params, **extra)
+            return updates, jax.tree.map(_like, new, state)
+
+        return optax.GradientTransformation(inner.init, update)
+
+    return wrapped
+
+
+def _like(new: Any, old: Any) -> Any:
+    dtype = getattr(old, "dtype", None)
+    if dtype is not None and jnp.issubdtype(dtype, jnp.floating) and new.dtype != dtype:
+        return new.astype(dtype)
+    return new
 
 
 def committed(tree: Any, like: Any) -> Any:

@@ -35,6 +35,10 @@ TARGET = "pytest_mlbench.engine.framework_worker:build"
 START_TIMEOUT_S = 300.0  # spawn + import tensorflow + warm-up on a loaded 2-core machine
 TF_XLA_CACHE_FLAG = "--tf_xla_persistent_cache_directory"  # in TF_XLA_FLAGS: switched off
 CALL_TIMEOUT_S = 600.0  # one command (a timed turn gets what its rounds should take, more)
+# the matmul peak: four n x n matmuls and a jit, seconds on a loaded 2-core host. On a GPU a
+# timed session that never got past its first peak was cut with nothing said; now the worker
+# that hangs there fails its cases with this command named instead of the session's window
+PEAK_TIMEOUT_S = 120.0
 
 
 class CaseFailed(AssertionError):
@@ -185,7 +189,8 @@ class FrameworkPool:
             self._call(p.Close(handle))
 
     def peak(self, dtype: str) -> float | None:
-        found: list[p.PeakFound] = self._call(p.Peak(dtype))
+        found: list[p.PeakFound] = self._call(p.Peak(dtype), PEAK_TIMEOUT_S,
+                                              label=f"matmul peak at {dtype}")
         return found[0].gflops
 
     def pause(self) -> None:

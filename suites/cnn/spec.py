@@ -139,8 +139,15 @@ SPEC = Workload(
     # smoke and default sizes, in every framework; after training, JAX's first bias gradient
     # (a sum over every position, which XLA:CPU accumulates in bfloat16) 21% (2026-11-26),
     # where depth 3 gives the table's 4%.
+    # Under tf32 (GPUs) the convolutions' inputs are rounded to 10 bits of mantissa: ties are
+    # rarer than at bfloat16, but one that flips moves the gradient as far, so tf32 takes
+    # bf16's table: on an H200 (2026-11-26) every implementation, torch's cuDNN and JAX's
+    # alike, gave k1's gradient 5.2% off in norm at the smoke start (one element -0.0065
+    # against -0.0355), where tf32's table allows 2%.
     tolerances={"fp32": Tolerances(grad=Tolerance(3e-3, 3e-3),
                                    trajectory=Tolerance(5e-3, 1e-4)),
+                "tf32": Tolerances(grad=Tolerance(6e-2, 6e-2),  # bf16's table
+                                   trajectory=Tolerance(1.5e-1, 1.5e-1)),
                 "amp": Tolerances(grad=Tolerance(0.25, 0.25), trajectory=Tolerance(0.3, 0.3))},
     make_data=make_data,
     make_params=make_params,

@@ -31,11 +31,12 @@ def nnlstm(p: dict[str, Any], data: dict[str, Any]) -> Any:
     """The same cell through torch.lstm, the kernel behind torch.nn.LSTM (oneDNN on the CPU,
     cuDNN on a GPU): its gate order is the spec's (i, f, g, o), its weights the spec's
     transposed, its two biases the spec's one and a constant zero (no parameter the spec
-    does not have)."""
+    does not have). The transposes are copied: cuDNN takes contiguous weights only ("view
+    size is not compatible" on an H200 with the views), as torch.nn.LSTM holds them."""
     x = data["x"]
     hidden = p["wh"].shape[0]
     zero = x.new_zeros(1, x.shape[0], hidden)
-    weights = [p["wx"].T, p["wh"].T, p["b"], torch.zeros_like(p["b"])]
+    weights = [p["wx"].T.contiguous(), p["wh"].T.contiguous(), p["b"], torch.zeros_like(p["b"])]
     _, h, _ = torch.lstm(x, (zero, zero), weights, True, 1, 0.0, True, False, True)
     return h[0] @ p["wo"] + p["bo"]
 

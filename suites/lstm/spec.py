@@ -15,9 +15,9 @@ The cell is written in each framework's ops with a Python loop over time (unroll
 tf.function and torch.compile): the plain variants compare autodiff frameworks on one
 program. The idioms beside them (docs/IDIOMS.md) are each framework's own loop or kernel:
 lax.scan, tf.scan, and torch's LSTM kernel (torch.lstm, behind torch.nn.LSTM, on the spec's
-weights: same gate order, its second bias a constant zero). Gate order i, f, g, o (torch's); wx (I, 4H), wh (H, 4H). Data:
-sequences N(0, 1) with random one-hot classes. The reference is only the forward below in the
-Python array API; gradients come from the float64 oracle.
+weights: same gate order, its second bias a constant zero). Gate order i, f, g, o (torch's);
+wx (I, 4H), wh (H, 4H). Data: sequences N(0, 1) with random one-hot classes. The reference
+is only the forward below in the Python array API; gradients come from the float64 oracle.
 """
 
 from __future__ import annotations

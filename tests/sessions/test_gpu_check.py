@@ -210,5 +210,13 @@ def test_bad_usage_is_one_line() -> None:
                           text=True, check=False)
     assert done.returncode == 2
     assert done.stderr == ("gpu_check: --device is tpu; accepted: --device=gpu|cpu --out DIR "
-                           "--wheels DIR --budget SECONDS --quick --select EXPR "
-                           "[-- PYTEST-ARGS]\n")
+                           "--wheels DIR --budget SECONDS --quick --no-startup --sessions "
+                           "fp32,timed,other --select EXPR [-- PYTEST-ARGS]\n")
+
+
+def test_an_unknown_session_is_one_line() -> None:
+    done = subprocess.run(["bash", str(SCRIPT), "--sessions", "fp32,fp16"], capture_output=True,
+                          text=True, check=False)
+    assert done.returncode == 2
+    assert done.stderr.startswith("gpu_check: --sessions is fp32,fp16, not a list of fp32, "
+                                  "timed, other; accepted:") and done.stderr.count("\n") == 1

@@ -58,6 +58,33 @@ def test_threads_charge_their_own_accounts_and_none_outside_one() -> None:
     assert set(sheet.seconds) == {(0, "jax", "build"), (0, "torch", "build")}
 
 
+def test_a_run_cut_short_says_what_was_still_running() -> None:
+    """A borrowed GPU machine's window cut a timed session with nothing in its table to say
+    where it hung: the sheet names each thread's innermost open activity, and forgets it as
+    it ends."""
+    sheet = Timesheet()
+    inside, release = threading.Event(), threading.Event()
+
+    def stuck() -> None:
+        with account(sheet, 0, "jax"), spend("turns"), spend("peaks"):
+            inside.set()
+            release.wait(5)
+
+    thread = threading.Thread(target=stuck)
+    thread.start()
+    inside.wait(5)
+    time.sleep(0.02)
+    running = sheet.to_json()["in_flight"]
+    assert [(f["pass"], f["framework"], f["activity"]) for f in running] == [(1, "jax", "peaks")]
+    assert running[0]["seconds"] >= 0.02
+    line = [x for x in timesheet.lines(sheet.to_json()) if x.startswith("still running")]
+    assert line == [f"still running as the run ended: pass 1, jax: matmul peaks for "
+                    f"{running[0]['seconds']:.1f} s"]
+    release.set()
+    thread.join()
+    assert "in_flight" not in sheet.to_json()  # a run that ended has nothing in flight
+
+
 def test_an_unknown_activity_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="unknown activity 'compiling': one of start, build"):
         Timesheet().add(0, "jax", "compiling", 1.0)

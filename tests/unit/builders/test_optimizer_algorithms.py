@@ -94,12 +94,25 @@ def test_the_shipped_optimizers_that_differ_are_caught(run: Runs, framework: str
                                f"passed as the spec's algorithm ({name}: {error:.2e})")
 
 
-def test_kerases_adam_at_bfloat16_follows_the_float64_steps(run: Runs) -> None:
-    """Within bfloat16's rounding (8 bits: 2% on this problem), not v stuck at zero."""
-    lines = [line for line in run("tensorflow") if line["variant"] == "bfloat16"]
-    assert {line["optimizer"] for line in lines} == {"adam", "adamw"}
+@pytest.mark.parametrize(("framework", "optimizers"), [
+    ("tensorflow", {"adam", "adamw"}),
+    ("jax", {"momentum", "adam", "adamw"}),
+])
+def test_bfloat16_optimizers_follow_the_float64_steps_with_bfloat16_slots(
+        run: Runs, framework: str, optimizers: set[str]) -> None:
+    """Within bfloat16's rounding (8 bits: 2% on this problem), not v stuck at zero, and every
+    slot (momentum, Adam's moments) still bfloat16 after the steps: optax's trace times a
+    float32 momentum is float32 unless the builder casts it back, which an H200 run showed.
+    Momentum's steps here (lr times gradients of 1e-8) are far below bfloat16's resolution of
+    the parameter, so only its slot is judged."""
+    lines = [line for line in run(framework) if line["variant"] == "bfloat16"]
+    assert {line["optimizer"] for line in lines} == optimizers
     for line in lines:
         error = line["errors"]["w"]
-        assert error < 5e-2, (f"tensorflow {line['optimizer']} at bfloat16: its displacement "
-                              f"differs from the float64 steps' by {error:.2e} of its norm "
-                              "(tolerance 5e-2)")
+        assert line["optimizer"] == "momentum" or error < 5e-2, (
+            f"{framework} {line['optimizer']} at bfloat16: its displacement differs from the "
+            f"float64 steps' by {error:.2e} of its norm (tolerance 5e-2)")
+        wide = {k: v for k, v in line["slots"].items() if v != "bfloat16"}
+        assert line["slots"] and not wide, (
+            f"{framework} {line['optimizer']} at bfloat16 keeps slots at another dtype: {wide} "
+            f"(of {sorted(line['slots'])})")

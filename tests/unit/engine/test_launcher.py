@@ -255,7 +255,7 @@ def test_a_case_left_holding_a_pool_whose_worker_died_says_what_ended_it(
     os.kill(fp.pool.pids[0], 9)
     time.sleep(0.2)
     with pytest.raises(WorkerCrashed, match=r"exited with signal 9 \(SIGKILL\) without "
-                                            r"answering 'peak'"):
+                                            r"answering 'matmul peak at float32'"):
         fp.peak("float32")
     fp.close()
     with pytest.raises(WorkerCrashed, match=r"the numpy worker this case was built in is gone: "
