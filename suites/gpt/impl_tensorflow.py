@@ -1,6 +1,7 @@
-"""The GPT in TensorFlow: tf.gather for the embeddings, explicit causal attention,
-tf.nn.sparse_softmax_cross_entropy_with_logits; eager, tf.function or XLA, stepped by Keras's
-Adam on tf.Variables."""
+"""The GPT in TensorFlow: tf.gather for the embeddings, causal attention written out (variants
+eager, jit, xla) or through keras.ops.dot_product_attention (variant xla+sdpa: Keras's own
+attention op, softmax at float32 at least), tf.nn.sparse_softmax_cross_entropy_with_logits;
+eager, tf.function or XLA, stepped by Keras's Adam on tf.Variables."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import keras
 import tensorflow as tf
 
 from pytest_mlbench import load_suite_file
@@ -43,25 +45,48 @@ def attention(a: Any, w: Any, heads: int) -> Any:
     return tf.reshape(tf.transpose(weights @ v, (0, 2, 1, 3)), (b, t, d))
 
 
-def forward(p: dict[str, Any], data: dict[str, Any]) -> Any:
-    tokens = data["tokens"]
-    width = p["wte"].shape[1]
-    h = tf.gather(p["wte"], tokens) + p["wpe"][:tokens.shape[1]]
-    for i in range(spec.layers(p)):
-        blk = {n: p[spec.key(i, n)] for n in spec.BLOCK_KEYS}
-        a = layer_norm(h, blk["ln1_g"], blk["ln1_b"])
-        h = h + dense(attention(a, blk["attn_w"], width // spec.HEAD_DIM),
-                      blk["proj_w"], blk["proj_b"])
-        m = dense(layer_norm(h, blk["ln2_g"], blk["ln2_b"]), blk["fc_w"], blk["fc_b"])
-        h = h + dense(gelu(m), blk["fc2_w"], blk["fc2_b"])
-    out = layer_norm(h, p["lnf_g"], p["lnf_b"])
-    return tf.reshape(tf.reshape(out, (-1, width)) @ tf.transpose(p["wte"]),
-                      (*tokens.shape, p["wte"].shape[0]))
+def scale(q: Any) -> Any:
+    """1 / sqrt(d_head) at the dtype Keras computes the scores in (float32 at least). Its
+    default is computed at float32, and so is a Python float it is given (tf.cast converts it
+    to a float32 tensor first): 1 / sqrt(32) 3e-8 off at float64, which the precision check
+    caught as float32 arithmetic in a float64 case."""
+    dtype = tf.float64 if q.dtype == tf.float64 else tf.float32
+    return tf.constant(1.0 / math.sqrt(q.shape[-1]), dtype=dtype)
 
 
-def loss(p: dict[str, Any], data: dict[str, Any]) -> Any:
-    return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=data["targets"], logits=forward(p, data)))
+def sdpa(a: Any, w: Any, heads: int) -> Any:
+    """The same through keras.ops.dot_product_attention on (B, T, heads, d_head), with the
+    scale as a tensor of the scores' dtype (``scale``)."""
+    b, t, d = a.shape
+    q, k, v = tf.unstack(tf.reshape(dense(a, w, 0.0), (b, t, 3, heads, d // heads)), axis=2)
+    out = keras.ops.dot_product_attention(q, k, v, scale=scale(q), is_causal=True)
+    return tf.reshape(out, (b, t, d))
 
 
-build = functional.tensorflow(forward, loss)
+def model(attend: Any) -> tuple[Any, Any]:
+    """``(forward, loss)`` with ``attend`` as the attention."""
+
+    def forward(p: dict[str, Any], data: dict[str, Any]) -> Any:
+        tokens = data["tokens"]
+        width = p["wte"].shape[1]
+        h = tf.gather(p["wte"], tokens) + p["wpe"][:tokens.shape[1]]
+        for i in range(spec.layers(p)):
+            blk = {n: p[spec.key(i, n)] for n in spec.BLOCK_KEYS}
+            a = layer_norm(h, blk["ln1_g"], blk["ln1_b"])
+            h = h + dense(attend(a, blk["attn_w"], width // spec.HEAD_DIM),
+                          blk["proj_w"], blk["proj_b"])
+            m = dense(layer_norm(h, blk["ln2_g"], blk["ln2_b"]), blk["fc_w"], blk["fc_b"])
+            h = h + dense(gelu(m), blk["fc2_w"], blk["fc2_b"])
+        out = layer_norm(h, p["lnf_g"], p["lnf_b"])
+        return tf.reshape(tf.reshape(out, (-1, width)) @ tf.transpose(p["wte"]),
+                          (*tokens.shape, p["wte"].shape[0]))
+
+    def loss(p: dict[str, Any], data: dict[str, Any]) -> Any:
+        return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=data["targets"], logits=forward(p, data)))
+
+    return forward, loss
+
+
+forward, loss = model(attention)
+build = functional.tensorflow(forward, loss, idioms={"sdpa": model(sdpa)})

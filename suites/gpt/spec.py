@@ -177,6 +177,6 @@ SPEC = Workload(
     implementations={
         "jax": ("eager", "jit", "jit+sdpa"),
         "torch": ("eager", "jit", "eager+sdpa", "jit+sdpa"),
-        "tensorflow": ("eager", "jit", "xla"),
+        "tensorflow": ("eager", "jit", "xla", "xla+sdpa"),
     },
 )

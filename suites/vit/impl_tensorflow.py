@@ -1,6 +1,7 @@
 """ViT in TensorFlow: ``forward(params, data)`` on the spec's model tree (spec.to_model); the
 builder keeps it in tf.Variables and steps it with a Keras optimizer, eager, under tf.function
-or tf.function(jit_compile=True) (XLA)."""
+or tf.function(jit_compile=True) (XLA). Attention written out, or through
+keras.ops.dot_product_attention (variant xla+sdpa)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import keras
 import tensorflow as tf
 
 from pytest_mlbench import load_suite_file
@@ -52,25 +54,45 @@ def attention(a: Any, blk: dict[str, Any], heads: int) -> Any:
     return dense(out, blk["proj_w"], blk["proj_b"])
 
 
-def logits(params: dict[str, Any], x: Any, patch: int, heads: int) -> Any:
+def sdpa(a: Any, blk: dict[str, Any], heads: int) -> Any:
+    """The same through keras.ops.dot_product_attention on (B, N, heads, d_head), with the
+    scale a tensor of the scores' dtype (float32 at least): Keras's default, and a Python float
+    it is given, are computed at float32 (suites/gpt/impl_tensorflow.py ``scale``)."""
+    b, n, d = a.shape
+    qkv = tf.reshape(dense(a, blk["qkv_w"], blk["qkv_b"]), (b, n, 3, heads, d // heads))
+    q, k, v = tf.unstack(qkv, axis=2)
+    dtype = tf.float64 if q.dtype == tf.float64 else tf.float32
+    out = keras.ops.dot_product_attention(q, k, v,
+                                          scale=tf.constant(1.0 / math.sqrt(d // heads), dtype))
+    return dense(tf.reshape(out, (b, n, d)), blk["proj_w"], blk["proj_b"])
+
+
+def logits(params: dict[str, Any], x: Any, patch: int, heads: int,
+           attend: Any = attention) -> Any:
     """Logits (B, classes) from the model tree (spec.to_model) and NHWC images."""
     h = dense(patchify(x, patch), params["patch_w"], params["patch_b"]) + params["pos"]
     for blk in params["blocks"]:
-        h = h + attention(layer_norm(h, blk["ln1_g"], blk["ln1_b"]), blk, heads)
+        h = h + attend(layer_norm(h, blk["ln1_g"], blk["ln1_b"]), blk, heads)
         a = dense(layer_norm(h, blk["ln2_g"], blk["ln2_b"]), blk["fc1_w"], blk["fc1_b"])
         h = h + dense(gelu(a), blk["fc2_w"], blk["fc2_b"])
     pooled = tf.reduce_mean(layer_norm(h, params["ln_g"], params["ln_b"]), axis=1)
     return pooled @ params["head_w"] + params["head_b"]
 
 
-def forward(params: dict[str, Any], data: dict[str, Any]) -> Any:
-    x = data["x"]
-    return logits(params, x, *spec.config(params["patch_w"].shape, x.shape))
+def model(attend: Any) -> tuple[Any, Any]:
+    """``(forward, loss)`` with ``attend`` as the attention."""
+
+    def forward(params: dict[str, Any], data: dict[str, Any]) -> Any:
+        x = data["x"]
+        return logits(params, x, *spec.config(params["patch_w"].shape, x.shape), attend)
+
+    def loss(params: dict[str, Any], data: dict[str, Any]) -> Any:
+        log_probs = tf.nn.log_softmax(forward(params, data))
+        return -tf.reduce_mean(tf.reduce_sum(data["y"] * log_probs, axis=-1))
+
+    return forward, loss
 
 
-def loss(params: dict[str, Any], data: dict[str, Any]) -> Any:
-    log_probs = tf.nn.log_softmax(forward(params, data))
-    return -tf.reduce_mean(tf.reduce_sum(data["y"] * log_probs, axis=-1))
-
-
-build = functional.tensorflow(forward, loss, to_model=spec.to_model, from_model=spec.from_model)
+forward, loss = model(attention)
+build = functional.tensorflow(forward, loss, to_model=spec.to_model, from_model=spec.from_model,
+                              idioms={"sdpa": model(sdpa)})

@@ -72,15 +72,20 @@ def verify(ref: Reference, inputs: Any, params: Any, label: str) -> None:
     ref.verify(task, inputs, params, probe)
 
 
-class Perturbed(OracleService):
-    """An oracle whose answers to ``command`` (from ``backend``, or any) are 1% off."""
+class Perturbed:
+    """The module's oracle, with its answers to ``command`` (from ``backend``, or any) 1% off:
+    the same workers, so no test starts an oracle of its own (each cost a JAX and a torch
+    process, 5-13 s here)."""
 
-    def __init__(self, command: str, backend: str | None = None) -> None:
-        super().__init__()
-        self.command, self.backend = command, backend
+    def __init__(self, service: OracleService, command: str, backend: str | None = None) -> None:
+        self.service, self.command, self.backend = service, command, backend
+
+    @property
+    def backends(self) -> list[str]:
+        return self.service.backends
 
     def call(self, command: str, payload: Any, backend: str | None = None) -> Any:
-        found = super().call(command, payload, backend)
+        found = self.service.call(command, payload, backend)
         if command != self.command or self.backend not in (None, backend):
             return found
         if isinstance(found, tuple):
@@ -112,15 +117,13 @@ def test_the_oracle_gradient_is_the_hand_derived_one(tmp_path: Path,
 
 # -- and when it is not, verification says so --------------------------------------------------
 
-def test_a_wrong_oracle_gradient_fails_finite_differences(tmp_path: Path) -> None:
-    service = Perturbed("value_and_grad")
-    try:
-        ref, inputs, params = reference(write_spec(tmp_path, "plain"), service)
-        with pytest.raises(AssertionError, match=r"plain reference gradient direction 0: "
-                                                 r"<gradient, v> = .* but central differences"):
-            verify(ref, inputs, params, "sgd")
-    finally:
-        service.close()
+def test_a_wrong_oracle_gradient_fails_finite_differences(tmp_path: Path,
+                                                          oracle: OracleService) -> None:
+    service = Perturbed(oracle, "value_and_grad")
+    ref, inputs, params = reference(write_spec(tmp_path, "plain"), service)
+    with pytest.raises(AssertionError, match=r"plain reference gradient direction 0: "
+                                             r"<gradient, v> = .* but central differences"):
+        verify(ref, inputs, params, "sgd")
 
 
 @pytest.mark.parametrize(("label", "pattern"), [
@@ -139,20 +142,18 @@ def test_a_forward_that_is_another_function_in_the_oracle_fails(
 
 
 @pytest.mark.parametrize("label", ["sgd", "jvp", "hvp"])
-def test_oracles_that_disagree_fail_the_cross_check(tmp_path: Path, label: str) -> None:
+def test_oracles_that_disagree_fail_the_cross_check(tmp_path: Path, oracle: OracleService,
+                                                    label: str) -> None:
     command = {"sgd": "value_and_grad"}.get(label, label)
-    service = Perturbed(command, backend="torch")
-    try:
-        ref, inputs, params = reference(write_spec(tmp_path, "plain"), service)
-        task = ref.workload.task(label)
-        d, p = data.widen(inputs), data.widen(params)
-        probe = None if label == "sgd" else data.probe(ref.workload, ref.shape, task, 0, 0,
-                                                       FP64, params, None)
-        with pytest.raises(AssertionError, match=re.escape(
-                f"plain reference: jax and torch oracles disagree on {command}")):
-            ref._cross_check(task, d, p, probe, "plain reference")
-    finally:
-        service.close()
+    service = Perturbed(oracle, command, backend="torch")
+    ref, inputs, params = reference(write_spec(tmp_path, "plain"), service)
+    task = ref.workload.task(label)
+    d, p = data.widen(inputs), data.widen(params)
+    probe = None if label == "sgd" else data.probe(ref.workload, ref.shape, task, 0, 0,
+                                                   FP64, params, None)
+    with pytest.raises(AssertionError, match=re.escape(
+            f"plain reference: jax and torch oracles disagree on {command}")):
+        ref._cross_check(task, d, p, probe, "plain reference")
 
 
 # -- non-smooth models: the verdict does not depend on the seed ---------------------------------
