@@ -48,8 +48,8 @@ def attention(a: Any, w: Any, heads: int) -> Any:
 def scale(q: Any) -> Any:
     """1 / sqrt(d_head) at the dtype Keras computes the scores in (float32 at least). Its
     default is computed at float32, and so is a Python float it is given (tf.cast converts it
-    to a float32 tensor first): 1 / sqrt(32) 3e-8 off at float64, which the precision check
-    caught as float32 arithmetic in a float64 case."""
+    to a float32 tensor first): a float64 case then scales by 1 / sqrt(32) rounded to
+    float32, which the precision check failed as float32 arithmetic."""
     dtype = tf.float64 if q.dtype == tf.float64 else tf.float32
     return tf.constant(1.0 / math.sqrt(q.shape[-1]), dtype=dtype)
 

@@ -63,6 +63,8 @@ def test_fails_on_purpose(device):
 """,
 }
 
+# a short benchmark: what these tests compare is the JSON and the output, not the times
+SHORT = ("--benchmark-max-time=0.02", "--benchmark-min-rounds=3")
 BENCH = """
 def test_sum(benchmark):
     benchmark.extra_info["kind"] = "peer"
@@ -123,7 +125,8 @@ def test_report_header_is_untouched(pytester: pytest.Pytester) -> None:
 
 def _bench_json(pytester: pytest.Pytester, name: str, *args: str) -> dict[str, Any]:
     out = pytester.path / f"{name}.json"
-    result = pytester.runpytest("-p", "no:cacheprovider", f"--benchmark-json={out}", *args)
+    result = pytester.runpytest("-p", "no:cacheprovider", f"--benchmark-json={out}", *SHORT,
+                                *args)
     assert result.ret == 0, result.stdout.str()
     return json.loads(out.read_text())
 
@@ -150,9 +153,9 @@ def test_benchmark_compare_across_install_stays_quiet(pytester: pytest.Pytester)
     pytester.makepyfile(test_bench=BENCH)
     pytester.makeini("[pytest]\nfilterwarnings = error\n")
     saved = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:mlbench",
-                               "--benchmark-save=before")
+                               "--benchmark-save=before", *SHORT)
     assert saved.ret == 0
-    compared = pytester.runpytest("-p", "no:cacheprovider", "--benchmark-compare=0001")
+    compared = pytester.runpytest("-p", "no:cacheprovider", "--benchmark-compare=0001", *SHORT)
     assert compared.ret == 0, compared.stdout.str()
     assert "INTERNALERROR" not in compared.stdout.str() + compared.stderr.str()
     assert not re.search(r"machine_info is different", compared.stdout.str())
