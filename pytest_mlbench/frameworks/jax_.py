@@ -195,12 +195,15 @@ class JaxAdapter:
         return self._compiles.all
 
     def census(self, root: Any) -> tuple[int, str] | None:
-        """Flax variables (``{"params": ...}`` collections) behind the trainer."""
+        """Flax variables (``{"params": ...}`` collections) behind the trainer. Not inside an
+        optax state: a momentum or moment slot of Flax variables has their tree, ``params``
+        included, and is no parameter."""
         import jax
 
         found = reachable(root, lambda o: isinstance(o, dict) and "params" in o
                           and all(hasattr(leaf, "dtype") for leaf in jax.tree.leaves(o["params"])),
-                          skip=lambda o: isinstance(o, jax.Array))
+                          skip=lambda o: isinstance(o, jax.Array)
+                          or type(o).__module__.split(".")[0] == "optax")
         if not found:
             return None
         total = sum(int(leaf.size) for v in found for leaf in jax.tree.leaves(v["params"]))

@@ -156,10 +156,10 @@ SPEC = Workload(
     flops_per_step=flops,
     depth=3,  # two convolutions and the dense head
     # +cl: torch's kernels in channels_last memory format (JAX and TensorFlow convolve NHWC
-    # already; docs/IDIOMS.md)
+    # already); +flax, +keras: the model as a Flax Linen module, as Keras layers (docs/IDIOMS.md)
     implementations={
-        "jax": ("eager", "jit"),
+        "jax": ("eager", "jit", "jit+flax"),
         "torch": ("eager", "jit", "eager+cl", "jit+cl"),
-        "tensorflow": ("eager", "jit", "xla"),
+        "tensorflow": ("eager", "jit", "xla", "jit+keras"),
     },
 )
