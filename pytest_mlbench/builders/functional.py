@@ -24,7 +24,8 @@ another layout, NCHW kernels say) and back; ``value_and_grad(params, data) -> (l
 replaces autodiff of ``loss`` for a step that follows another direction (DP-SGD's clipped
 per-example mean), and is how a NumPy implementation brings its hand-written gradient;
 ``idioms={name: (forward, loss)}`` the same model written other ways, one variant each
-(``jit+sdpa``, pytest_mlbench/variants.py).
+(``jit+sdpa``, pytest_mlbench/variants.py); STEP_IDIOMS, the step built another way, which
+every implementation of a framework has (JAX's ``jit+donate``).
 What a framework lacks (TF and Autograd: a forward-mode Jacobian) raises, naming the spec's
 ``unsupported`` entry to declare. Importing this module imports no framework.
 """
@@ -42,6 +43,10 @@ Fn = Callable[..., Any]
 Build = Callable[[Any], Any]
 MODULES = {"jax": "jax_", "torch": "torch_", "tensorflow": "tensorflow_",
            "autograd": "numpy_", "numpy": "numpy_"}
+# idioms of the training step rather than of the model, which every implementation of the
+# framework has: its plain model, built the idiom's way (donate: jax.jit's donate_argnums on
+# the parameters and optimizer state, builders/jax_.py Trainer)
+STEP_IDIOMS = {"jax": ("donate",)}
 
 __all__ = ["jax", "torch", "tensorflow", "autograd", "numpy", "Model", "Build",
            # a Trainer around a hand-written step (pytest_mlbench.builders.steps)
@@ -68,12 +73,15 @@ def builder(framework: str, forward: Fn | None, loss: Fn | None, *,
         there, back = layout if layout else (to_model, from_model)
         models[name] = Model(framework, fwd, lss, there, back, value_and_grad)
 
+    steps = STEP_IDIOMS.get(framework, ())
+
     def build(case: Any) -> Any:
-        chosen = models.get(case.idiom)
+        chosen = models.get("" if case.idiom in steps else case.idiom)
         if chosen is None:
+            have = [*(repr(k) for k in models if k), *(repr(k) for k in steps)]
             raise TypeError(f"functional.{framework}: variant {case.variant!r} names idiom "
                             f"{case.idiom!r}, which this implementation does not have (its "
-                            f"idioms: {', '.join(repr(k) for k in models if k) or 'none'}); "
+                            f"idioms: {', '.join(have) or 'none'}); "
                             "give it in idioms={name: (forward, loss)}")
         module = importlib.import_module(f"pytest_mlbench.builders.{MODULES[framework]}")
         return module.build(chosen, case)

@@ -28,6 +28,9 @@ HYPER = {"learning_rate": "lr", "momentum": "momentum", "b1": "b1", "b2": "b2", 
 
 def build(model: Model, case: Any) -> Any:
     name = model.need(case)
+    if case.idiom == "donate" and name != "train":
+        raise TypeError(f"variant {case.variant!r}: donation is of a training step's parameters "
+                        f"and optimizer state, and a {name} case has neither")
     kinds = {"train": Trainer, "infer": Inference, "jvp": Jvp, "vjp": Vjp, "hvp": Hvp,
              "jacfwd": Jacobian, "jacrev": Jacobian}
     return kinds[name](mixed_model(model, case, lambda fn: cast_policy(fn, case.policy)), case)
@@ -126,13 +129,21 @@ class Trainer:
             updates, opt_state = tx.update(g, opt_state, p)
             return loss, g, optax.apply_updates(p, updates), opt_state
 
-        self.train_step = case.compile(train_step)
+        # idiom donate: the step may write its new parameters and optimizer state into the
+        # buffers of the old ones (jax.jit's donate_argnums), as a JAX training loop does
+        self.donate = case.idiom == "donate"
+        self.train_step = case.compile(train_step, donate=(0, 1) if self.donate else ())
 
     def params(self) -> dict[str, Any]:
         return self.model.flat(self.p)
 
     def loss_and_grads(self) -> tuple[Any, dict[str, Any]]:
-        loss, g, _, _ = self.train_step(self.p, self.opt_state, self.data)
+        """The timed step's loss and gradients, its new parameters dropped; a donating step is
+        given copies (it would consume the parameters it was given)."""
+        p, opt_state = self.p, self.opt_state
+        if self.donate:
+            p, opt_state = jax.tree.map(jnp.copy, (p, opt_state))
+        loss, g, _, _ = self.train_step(p, opt_state, self.data)
         return loss, self.model.flat(g)
 
     def step(self) -> Any:

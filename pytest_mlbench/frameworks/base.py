@@ -99,8 +99,11 @@ class Adapter(Protocol):
     def sync(self, value: Any) -> None:
         """Block until the work that produced ``value`` has finished."""
 
-    def compile(self, fn: Callable[..., Any], variant: str) -> Compiled:
-        """Apply a variant's transform to ``fn``; ``eager`` returns it unchanged."""
+    def compile(self, fn: Callable[..., Any], variant: str,
+                donate: tuple[int, ...] = ()) -> Compiled:
+        """Apply a variant's transform to ``fn``; ``eager`` returns it unchanged. ``donate``:
+        the positions of arguments whose buffers the compiled function may reuse for its
+        outputs (JAX's donate_argnums); a framework without donation refuses them."""
 
     def matmul_gflops(self, dtype: str, n: int, repeats: int) -> float | None:
         """Best GFLOP/s of an n x n matmul at ``dtype`` over ``repeats``; None if unsupported."""

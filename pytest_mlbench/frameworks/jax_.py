@@ -229,16 +229,19 @@ class JaxAdapter:
 
         jax.block_until_ready(value)
 
-    def compile(self, fn: Callable[..., Any], variant: str) -> Compiled:
+    def compile(self, fn: Callable[..., Any], variant: str,
+                donate: tuple[int, ...] = ()) -> Compiled:
         import jax
 
         if variant == "eager":
+            if donate:
+                raise Unsupported("buffer donation needs jax.jit: eager JAX runs op by op")
             return Compiled(fn, variant, name=getattr(fn, "__name__", ""))
         if variant != "jit":
             raise Unsupported(f"jax has no {variant} variant")
         counter = TraceCounter(fn)  # the Python body runs once per trace
-        return Compiled(jax.jit(counter), variant, traces=lambda: counter.count,
-                        name=getattr(fn, "__name__", ""))
+        return Compiled(jax.jit(counter, donate_argnums=donate), variant,
+                        traces=lambda: counter.count, name=getattr(fn, "__name__", ""))
 
     def join_at_start(self, rank: int, world: int, dp: dict[str, Any]) -> None:
         """One process of a job of several (a node each): jax.distributed's coordinator at

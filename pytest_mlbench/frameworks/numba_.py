@@ -44,7 +44,10 @@ class NumbaAdapter(NumpyAdapter):
     def compile_events(self) -> int:
         return self._compiles
 
-    def compile(self, fn: Callable[..., Any], variant: str) -> Compiled:
+    def compile(self, fn: Callable[..., Any], variant: str,
+                donate: tuple[int, ...] = ()) -> Compiled:
+        if donate:
+            raise Unsupported(f"{self.name} has no buffer donation (JAX's donate_argnums)")
         if variant != "jit":
             raise Unsupported(f"numba has no {variant} variant (plain NumPy is the eager one)")
         import numba

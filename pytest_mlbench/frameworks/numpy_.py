@@ -16,6 +16,7 @@ from pytest_mlbench.frameworks.base import (
     require_cpu_policy,
     tracemalloc_peak,
 )
+from pytest_mlbench.errors import Unsupported
 from pytest_mlbench.precision import Policy
 
 
@@ -80,7 +81,10 @@ class NumpyAdapter:
     def sync(self, value: Any) -> None:
         """NumPy is synchronous."""
 
-    def compile(self, fn: Callable[..., Any], variant: str) -> Compiled:
+    def compile(self, fn: Callable[..., Any], variant: str,
+                donate: tuple[int, ...] = ()) -> Compiled:
+        if donate:
+            raise Unsupported(f"{self.name} has no buffer donation (JAX's donate_argnums)")
         return eager_only(self.name, fn, variant)
 
     def matmul_gflops(self, dtype: str, n: int, repeats: int) -> float | None:

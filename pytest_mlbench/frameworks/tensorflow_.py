@@ -242,7 +242,10 @@ class TensorflowAdapter:
             if leaf is not None:
                 leaf.numpy()
 
-    def compile(self, fn: Callable[..., Any], variant: str) -> Compiled:
+    def compile(self, fn: Callable[..., Any], variant: str,
+                donate: tuple[int, ...] = ()) -> Compiled:
+        if donate:
+            raise Unsupported(f"{self.name} has no buffer donation (JAX's donate_argnums)")
         import tensorflow as tf
 
         if variant == "eager":

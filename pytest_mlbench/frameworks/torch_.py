@@ -202,7 +202,10 @@ class TorchAdapter:
         if self._device is not None and self._device.type == "cuda":
             torch.cuda.synchronize(self._device)
 
-    def compile(self, fn: Callable[..., Any], variant: str) -> Compiled:
+    def compile(self, fn: Callable[..., Any], variant: str,
+                donate: tuple[int, ...] = ()) -> Compiled:
+        if donate:
+            raise Unsupported(f"{self.name} has no buffer donation (JAX's donate_argnums)")
         import torch
 
         if variant == "eager":

@@ -142,10 +142,13 @@ class Case:
         """The data the model reads (the spec's ``input_keys``)."""
         return self.id.workload.inputs(self.data)
 
-    def compile(self, fn: Callable[..., Any]) -> Compiled:
+    def compile(self, fn: Callable[..., Any], donate: tuple[int, ...] = ()) -> Compiled:
         """Apply this case's variant's compile mode to ``fn`` (identity for eager); the harness
-        later checks that it compiled, and that it did not compile again while timed."""
-        compiled = self.adapter.compile(fn, variants.mode(self.variant))
+        later checks that it compiled, and that it did not compile again while timed.
+        ``donate``: argument positions whose buffers the compiled ``fn`` may reuse (JAX)."""
+        mode = variants.mode(self.variant)  # (an adapter of another package may predate donate)
+        compiled = (self.adapter.compile(fn, mode, donate) if donate
+                    else self.adapter.compile(fn, mode))
         self.compiled.append(compiled)
         return compiled
 

@@ -158,7 +158,7 @@ SPEC = Workload(
     # +cl: torch's kernels in channels_last memory format (JAX and TensorFlow convolve NHWC
     # already); +flax, +keras: the model as a Flax Linen module, as Keras layers (docs/IDIOMS.md)
     implementations={
-        "jax": ("eager", "jit", "jit+flax"),
+        "jax": ("eager", "jit", "jit+flax", "jit+donate"),
         "torch": ("eager", "jit", "eager+cl", "jit+cl"),
         "tensorflow": ("eager", "jit", "xla", "jit+keras"),
     },

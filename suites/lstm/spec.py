@@ -110,7 +110,7 @@ SPEC = Workload(
     # while loop) instead of unrolled steps; +nnlstm: torch's LSTM kernel (docs/IDIOMS.md)
     implementations={
         "autograd": ("eager",),
-        "jax": ("eager", "jit", "jit+scan"),
+        "jax": ("eager", "jit", "jit+scan", "jit+donate"),
         "torch": ("eager", "jit", "eager+nnlstm"),
         "tensorflow": ("eager", "jit", "xla", "jit+scan", "xla+scan"),
     },

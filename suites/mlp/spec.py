@@ -70,7 +70,7 @@ SPEC = Workload(
         "numpy": ("eager",),
         "numba": ("jit",),
         "autograd": ("eager",),
-        "jax": ("eager", "jit"),
+        "jax": ("eager", "jit", "jit+donate"),
         "torch": ("eager", "jit"),
         "tensorflow": ("eager", "jit", "xla"),
     },

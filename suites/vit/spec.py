@@ -304,7 +304,7 @@ SPEC = Workload(
     # +sdpa: the attention through the framework's fused call (F.scaled_dot_product_attention,
     # jax.nn.dot_product_attention) instead of written out: one comparison group (IDIOMS.md)
     implementations={
-        "jax": ("eager", "jit", "jit+sdpa"),
+        "jax": ("eager", "jit", "jit+sdpa", "jit+donate"),
         "torch": ("eager", "jit", "eager+sdpa", "jit+sdpa"),
         "tensorflow": ("eager", "jit", "xla", "xla+sdpa"),
     },

@@ -91,6 +91,10 @@ SPEC = replace(
     summary=__doc__.splitlines()[0],
     data_key=VIT.SPEC.name,  # the vit's images and weights, byte for byte
     implementations_from="vit",  # its models; the builders run this spec's tasks
+    # the vit's variants but the training step's own idiom (donation: inference has no
+    # parameters to donate)
+    implementations={framework: tuple(v for v in found if v != "jit+donate")
+                     for framework, found in VIT.SPEC.implementations.items()},
     sizes={
         "smoke": VIT.SPEC.sizes["smoke"],
         # CIFAR-sized, as the vit's default: ~0.7 GFLOP a call, 2 calls a round
