@@ -64,3 +64,29 @@ def test_an_idiom_may_lay_the_parameters_out_its_own_way(monkeypatch: pytest.Mon
         build(SimpleNamespace(idiom=idiom, variant="jit" + (f"+{idiom}" if idiom else "")))
     assert [(m.to_model, m.from_model) for m in built] == [
         (plain_in, plain_out), (cl_in, cl_out), (plain_in, plain_out)]
+
+
+def test_a_step_idiom_builds_the_plain_model_in_every_jax_implementation_only(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``jit+donate`` is the builder's (STEP_IDIOMS): JAX builds its plain model for it, which
+    the JAX builder compiles donating; another framework has no such idiom."""
+    built = []
+    plain = lambda p, d: None  # noqa: E731
+    fake = SimpleNamespace(build=lambda model, case: built.append(model.forward) or model)
+    monkeypatch.setattr(functional.importlib, "import_module", lambda name: fake)
+    functional.builder("jax", plain, plain)(SimpleNamespace(idiom="donate", variant="jit+donate"))
+    assert built == [plain]
+    with pytest.raises(TypeError, match=r"names idiom 'donate', which this implementation does "
+                                        r"not have \(its idioms: 'sdpa'\)"):
+        functional.builder("torch", plain, plain, idioms={"sdpa": (plain, plain)})(
+            SimpleNamespace(idiom="donate", variant="jit+donate"))
+
+
+def test_an_adapter_without_donation_refuses_it_in_one_line() -> None:
+    from pytest_mlbench.errors import Unsupported
+    from pytest_mlbench.frameworks.numpy_ import NumpyAdapter
+
+    with pytest.raises(Unsupported, match=r"^numpy has no buffer donation \(JAX's "
+                                          r"donate_argnums\)$"):
+        NumpyAdapter().compile(lambda x: x, "eager", donate=(0,))
+    assert NumpyAdapter().compile(lambda x: x + 1, "eager")(1) == 2
