@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from pytest_mlbench import threads as threading_
+from pytest_mlbench.errors import Unsupported
 from pytest_mlbench.frameworks.base import (
     Compiled,
     best_gflops,
@@ -16,7 +17,6 @@ from pytest_mlbench.frameworks.base import (
     require_cpu_policy,
     tracemalloc_peak,
 )
-from pytest_mlbench.errors import Unsupported
 from pytest_mlbench.precision import Policy
 
 
