@@ -186,8 +186,8 @@ VARIANTS="torch-eager or torch-jit or jax-jit"
 if (( QUICK )); then
   # torch eager: a dispatch-bound case far below the machine's matmul peak, so the
   # plausibility check cannot trip on a busy test host's low peak measurement
-  timed mlp "$(cap 200 30)" smoke "mlp-torch-eager"
-  checked fp32-tf32 "$(cap 200 0)" fp32,tf32 1 "mlp-torch-eager or mlp-jax-jit"
+  timed mlp "$(cap 200 30)" smoke "mlp-torch-eager-"
+  checked fp32-tf32 "$(cap 200 0)" fp32,tf32 1 "mlp-torch-eager- or mlp-jax-jit-"
 else
   # A session pays its workers' start once (on a GPU machine tens of seconds: CUDA, the
   # frameworks' GPU runtimes, inductor's first build) and reports when its campaign ends: a
