@@ -200,6 +200,12 @@ def package_versions(*names: str) -> dict[str, str]:
     return out
 
 
+def no_donation(name: str, donate: tuple[int, ...]) -> None:
+    """For the frameworks without buffer donation: ``compile(..., donate=...)`` refused."""
+    if donate:
+        raise Unsupported(f"{name} has no buffer donation (JAX's donate_argnums)")
+
+
 def eager_only(name: str, fn: Callable[..., Any], variant: str) -> Compiled:
     if variant != "eager":
         raise Unsupported(f"{name} has no {variant} variant")

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pytest_mlbench.errors import Unsupported
-from pytest_mlbench.frameworks.base import Compiled, package_versions
+from pytest_mlbench.frameworks.base import Compiled, no_donation, package_versions
 from pytest_mlbench.frameworks.numpy_ import NumpyAdapter
 
 
@@ -46,8 +46,7 @@ class NumbaAdapter(NumpyAdapter):
 
     def compile(self, fn: Callable[..., Any], variant: str,
                 donate: tuple[int, ...] = ()) -> Compiled:
-        if donate:
-            raise Unsupported(f"{self.name} has no buffer donation (JAX's donate_argnums)")
+        no_donation(self.name, donate)
         if variant != "jit":
             raise Unsupported(f"numba has no {variant} variant (plain NumPy is the eager one)")
         import numba

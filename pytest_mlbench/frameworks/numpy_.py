@@ -8,11 +8,11 @@ from typing import Any
 import numpy as np
 
 from pytest_mlbench import threads as threading_
-from pytest_mlbench.errors import Unsupported
 from pytest_mlbench.frameworks.base import (
     Compiled,
     best_gflops,
     eager_only,
+    no_donation,
     package_versions,
     require_cpu_policy,
     tracemalloc_peak,
@@ -83,8 +83,7 @@ class NumpyAdapter:
 
     def compile(self, fn: Callable[..., Any], variant: str,
                 donate: tuple[int, ...] = ()) -> Compiled:
-        if donate:
-            raise Unsupported(f"{self.name} has no buffer donation (JAX's donate_argnums)")
+        no_donation(self.name, donate)
         return eager_only(self.name, fn, variant)
 
     def matmul_gflops(self, dtype: str, n: int, repeats: int) -> float | None:

@@ -16,6 +16,7 @@ from pytest_mlbench.frameworks.base import (
     Compiled,
     SettingsWatch,
     best_gflops,
+    no_donation,
     package_versions,
     reachable,
 )
@@ -244,8 +245,7 @@ class TensorflowAdapter:
 
     def compile(self, fn: Callable[..., Any], variant: str,
                 donate: tuple[int, ...] = ()) -> Compiled:
-        if donate:
-            raise Unsupported(f"{self.name} has no buffer donation (JAX's donate_argnums)")
+        no_donation(self.name, donate)
         import tensorflow as tf
 
         if variant == "eager":

@@ -18,6 +18,7 @@ from pytest_mlbench.frameworks.base import (
     Compiled,
     SettingsWatch,
     best_gflops,
+    no_donation,
     package_versions,
     reachable,
 )
@@ -204,8 +205,7 @@ class TorchAdapter:
 
     def compile(self, fn: Callable[..., Any], variant: str,
                 donate: tuple[int, ...] = ()) -> Compiled:
-        if donate:
-            raise Unsupported(f"{self.name} has no buffer donation (JAX's donate_argnums)")
+        no_donation(self.name, donate)
         import torch
 
         if variant == "eager":
