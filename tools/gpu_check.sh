@@ -196,19 +196,21 @@ else
   # 30 s of SIGKILL grace kept in reserve; a session that ends early leaves its time to the
   # next ones.
   REST=$(( $(left) - 35 ))
+  # a session's share of REST (WANT %, LATER % promised to the sessions after it), or all
+  # that is left when no session asked for comes after it
   share() { local want=$(( REST * $1 / 100 )) later=$(( REST * $2 / 100 ))
-            cap "$want" "$later"; }
+            if (( $3 )); then cap "$want" "$later"; else cap 10000 0; fi; }
+  other=0; [[ -z "$PRECISIONS" ]] || ! wants other || other=1
+  timed=0; ! wants timed || timed=1
   # 1. every workload of the main job checked at fp32, smoke size, nothing timed (one
   #    session: its workers start once; each group's progress line counts its verdicts, so a
   #    session cut short still says what its finished groups found)
-  # (a session that is the last one asked for gets all that is left)
-  last() { ! wants timed && { [[ -z "$PRECISIONS" ]] || ! wants other; }; }
-  ! wants fp32 || checked fp32 "$(if last; then cap 10000 0; else share 35 65; fi)" fp32 1 "$VARIANTS"
+  ! wants fp32 || checked fp32 "$(share 35 65 $(( timed || other )))" fp32 1 "$VARIANTS"
   # 2. timed alone, default size, fp32, one process, every check before, while and after timing
-  ! wants timed || timed mlp-gpt "$( { [[ -z "$PRECISIONS" ]] || ! wants other; } && cap 10000 0 || share 35 30)" default "($(terms mlp gpt)) and ($VARIANTS)"
+  (( ! timed )) || timed mlp-gpt "$(share 35 30 "$other")" default "($(terms mlp gpt)) and ($VARIANTS)"
   # 3. every other precision policy (tf32, bf16, amp, ...) on the workloads with matmuls,
   #    convolutions and recurrence, with what is left
-  [[ -z "$PRECISIONS" ]] || ! wants other || checked other-precisions "$(cap 10000 0)" "${PRECISIONS// /,}" 1 \
+  (( ! other )) || checked other-precisions "$(cap 10000 0)" "${PRECISIONS// /,}" 1 \
     "($(terms mlp cnn lstm gpt vit)) and ($VARIANTS)"
 fi
 # the timed sessions' pytest-benchmark files as one (the device tool brings back few files)
