@@ -10,23 +10,11 @@ from pathlib import Path
 
 import pytest
 
-# The plugin imports its heavy modules only when a session runs its cases. pytester's
-# in-process runs unload every module first imported during a run, while the package keeps
-# its attribute for it: a later run would then mix a stale module with a fresh one (two
-# Workload classes). Imported here, before any run, they stay loaded as they did before.
-import pytest_mlbench.checking.reference
-import pytest_mlbench.judging.ab
-import pytest_mlbench.judging.sessions
-import pytest_mlbench.measuring.campaign
-import pytest_mlbench.measuring.hostspeed
-import pytest_mlbench.parametrize
-import pytest_mlbench.reporting.normalised
-import pytest_mlbench.storing.benchmark_json  # noqa: F401
-import pytest_mlbench.storing.machine
-import pytest_mlbench.workloads.catalogue  # noqa: F401
-from tests import background
+from tests import background, modules_snapshot
 from tests.background import Command
 from tests.cheat_session import Session, command, read
+
+modules_snapshot.install()  # pytester's in-process runs beside the campaign thread
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -51,6 +39,7 @@ def _background_sessions(request: pytest.FixtureRequest,
     """The subprocess sessions the selected tests read (tests/background.py), started now,
     beside the tests; their check-only sessions share one compile cache (this session's
     --mlbench-compile-cache, else a folder of this test run)."""
+    modules_snapshot.TEMPORARY.append(tmp_path_factory.getbasetemp().resolve())
     cache = request.config.getoption("mlbench_compile_cache", None) or str(
         tmp_path_factory.getbasetemp() / "compile-cache")
     with pytest.MonkeyPatch.context() as patch:
