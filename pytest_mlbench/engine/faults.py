@@ -11,6 +11,17 @@ import time
 from typing import Any
 
 
+class Forged:
+    """A reply that runs code where it is unpickled: ``exec`` of ``source`` (as a cheating
+    implementation could send through its worker's pipe to rewrite the parent's judge)."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return exec, (self.source,)
+
+
 class Faulty:
     """Echoes payloads (``environment`` answers with the named variables and the working
     folder); on ``fault_rank`` it raises or sleeps forever when ``fault_at``
@@ -52,6 +63,8 @@ class Faulty:
             child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
                                      start_new_session=True)
             return child.pid
+        if command == "forged":  # payload: what the reply would run in the parent
+            return {"loss": 0.0, "grads": Forged(payload)}
         if command == "environment":  # what the worker started from: variables and folder
             return {**{name: os.environ.get(name, "") for name in payload}, "cwd": os.getcwd()}
         return {"rank": self.rank, "pid": os.getpid(), "payload": payload}

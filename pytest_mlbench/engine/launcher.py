@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, Protocol
 
-from pytest_mlbench.engine import leftovers
+from pytest_mlbench.engine import leftovers, wire
 
 # seconds a worker gets to leave by itself after "stop" before it is terminated, then killed
 STOP_GRACE_S = 5.0
@@ -416,9 +416,11 @@ class Pool:
     def _reply(self, rank: int, command: str) -> Any:
         conn, proc = self._conns[rank], self._procs[rank]
         try:
-            message = conn.recv()
+            data = conn.recv_bytes()
         except (EOFError, OSError):
             raise WorkerCrashed(self.died(rank, command)) from None
+        try:
+            message = wire.loads(data)  # the protocol's values only: never runs what it names
         except Exception as exc:  # noqa: BLE001 - a reply this process cannot unpickle
             raise WorkerCrashed(f"worker {rank} (pid {proc.pid}) answered {command!r} with "
                                 f"what this process cannot read ({summary(exc)}); return "

@@ -24,6 +24,14 @@ SPECS = load_suite_file(CHEATS / "specs.py")
 CALLS = 2
 
 
+@pytest.fixture(autouse=True)
+def _turns_cued_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cheat takes a pause of AHEAD_GAP_S for a turn's start (the worker was stopped);
+    here the test says where a turn starts (``ended = -inf``), so a loaded host's pause
+    between two round commands is never taken for a new turn's start."""
+    monkeypatch.setattr(SPECS, "AHEAD_GAP_S", float("inf"))
+
+
 def server_of(name: str = "aheadinfer") -> tuple[CaseServer, Any]:
     workload = catalogue.load_workload(CHEATS / name)
     shape, task = workload.sizes["smoke"][0], workload.all_tasks[0]
@@ -54,7 +62,7 @@ def turn_keys(rounds: int, start: int = 1000) -> list[list[int]]:
 def test_a_round_command_holds_its_own_keys_only_so_nothing_is_answered_ahead() -> None:
     server, impl = server_of()
     server.evaluate(0)  # the checks before timing: answered honestly
-    impl.ended = -1.0  # the worker was stopped before the turn: the cheat's cue
+    impl.ended = -float("inf")  # the worker was stopped before the turn: the cheat's cue
     keys = turn_keys(4)
     serials = []
     for i, round_keys in enumerate(keys):
@@ -71,7 +79,7 @@ def test_a_whole_turns_keys_in_one_command_would_let_it_answer_every_round_by_lo
     """The hole this closes: every answer right, only the first round did any work."""
     server, impl = server_of()
     server.evaluate(0)
-    impl.ended = -1.0
+    impl.ended = -float("inf")
     keys = turn_keys(4)
     reply = server.round(4, CALLS, keys)
     assert wrong_calls(server, keys, reply.serials) == 0

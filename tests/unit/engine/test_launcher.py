@@ -283,3 +283,22 @@ def test_a_worker_writing_junk_to_stdout_does_not_break_the_protocol(no_leftover
     with _pool(world=1) as pool:
         assert pool.call("stdout") == ["still talking"]
         assert pool.call("echo", 2)[0]["payload"] == 2
+
+
+def test_a_reply_that_would_run_code_in_the_parent_is_refused_unrun(
+        tmp_path: Path, no_leftovers: None) -> None:
+    """A worker's reply is read by engine/wire.py: only the protocol's values, never what a
+    pickle names. A forged reply (a cheating implementation owns its worker's pipe) fails the
+    call, naming what it named, and what it would have run in the parent has not run."""
+    import pickle
+
+    from pytest_mlbench.engine.faults import Forged
+
+    ran = tmp_path / "ran"
+    source = f"open({str(ran)!r}, 'w').write('the parent ran the reply')"
+    with pytest.raises(WorkerCrashed) as info, _pool(world=1) as pool:
+        pool.call("forged", source)
+    assert "builtins.exec, which a reply may not hold" in str(info.value)
+    assert not ran.exists()
+    pickle.loads(pickle.dumps(Forged(source)))  # the check can fail: pickle itself runs it
+    assert ran.exists()
