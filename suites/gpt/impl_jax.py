@@ -1,6 +1,9 @@
 """The GPT in JAX: jnp indexing for the embeddings, causal attention written out (variants
 eager, jit) or through jax.nn.dot_product_attention (variant jit+sdpa), optax's integer-label
-cross-entropy; op by op or under jax.jit, stepped by optax's Adam."""
+cross-entropy; op by op or under jax.jit, stepped by optax's Adam. Variant jit+flax is the same
+model as a Flax Linen module (nn.Embed, the head tied to wte through Embed.attend;
+nn.LayerNorm, nn.MultiHeadDotProductAttention with a causal mask, nn.Dense), the layer library
+a JAX user writes it with, its variables the spec's weights laid out as Linen holds them."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import optax
@@ -76,5 +80,116 @@ def model(attend: Any) -> tuple[Any, Any]:
     return forward, loss
 
 
+# -- jit+flax: the model as a Flax Linen module --------------------------------------------
+
+def layer_norm_layer(name: str) -> nn.LayerNorm:
+    """Linen's LayerNorm computes its statistics at float32 at least by itself (as ``wide``);
+    use_fast_variance=False: the spec's centred variance, not E[x^2] - E[x]^2."""
+    return nn.LayerNorm(epsilon=spec.LN_EPS, use_fast_variance=False, name=name)
+
+
+class Block(nn.Module):
+    """A pre-norm block; dtype None in every layer but the attention: each computes at its
+    inputs' and parameters' dtype, as the policy cast them."""
+
+    heads: int
+
+    @nn.compact
+    def __call__(self, h: Any, mask: Any) -> Any:
+        width = h.shape[-1]
+        # the attention's dtype is its input's (what None would infer), named so that its
+        # output projection brings the float32 softmax (force_fp32_for_softmax, below float32
+        # only: at float64 it would round the softmax down to float32) back to bfloat16
+        # where the rest of the block computes
+        low = jnp.finfo(h.dtype).bits < 32
+        attend = nn.MultiHeadDotProductAttention(
+            num_heads=self.heads, qkv_features=width, out_features=width, dtype=h.dtype,
+            deterministic=True, force_fp32_for_softmax=low,
+            # the spec's q, k, v have no bias but its output projection has one, and Linen's
+            # use_bias covers all four: no biases here, and the projection's as proj_b below
+            use_bias=False, name="attn")
+        proj_b = self.param("proj_b", nn.initializers.zeros, (width,))
+        h = h + attend(layer_norm_layer("ln1")(h), mask=mask) + proj_b
+        m = nn.Dense(4 * width, name="fc")(layer_norm_layer("ln2")(h))
+        return h + nn.Dense(width, name="fc2")(nn.gelu(m, approximate=True))
+
+
+class GPT(nn.Module):
+    vocab: int
+    positions: int
+    width: int
+    layers: int
+
+    @nn.compact
+    def __call__(self, tokens: Any) -> Any:
+        wte = nn.Embed(self.vocab, self.width, name="wte")
+        wpe = nn.Embed(self.positions, self.width, name="wpe")
+        h = wte(tokens) + wpe(jnp.arange(tokens.shape[1]))
+        mask = nn.make_causal_mask(tokens, dtype=jnp.bool_)  # (B, 1, T, T): position i sees j <= i
+        for i in range(self.layers):
+            h = Block(self.width // spec.HEAD_DIM, name=f"h{i}")(h, mask)
+        return wte.attend(layer_norm_layer("lnf")(h))  # the head tied to wte
+
+
+# a block's spec names -> (its Linen module, parameter) for the one-to-one ones
+LINEN = {"ln1_g": ("ln1", "scale"), "ln1_b": ("ln1", "bias"),
+         "ln2_g": ("ln2", "scale"), "ln2_b": ("ln2", "bias"),
+         "fc_w": ("fc", "kernel"), "fc_b": ("fc", "bias"),
+         "fc2_w": ("fc2", "kernel"), "fc2_b": ("fc2", "bias")}
+QKV = ("query", "key", "value")  # attn_w's columns are [q | k | v]
+
+
+def to_variables(p: dict[str, Any]) -> dict[str, Any]:
+    """The spec's weights as GPT's variables: attn_w's q, k and v column blocks as the
+    (d, heads, head_dim) kernels (head h owns consecutive head_dim columns of each block),
+    proj_w as the (heads, head_dim, d) out kernel."""
+    params: dict[str, Any] = {"wte": {"embedding": p["wte"]}, "wpe": {"embedding": p["wpe"]},
+                              "lnf": {"scale": p["lnf_g"], "bias": p["lnf_b"]}}
+    for i in range(spec.layers(p)):
+        blk: dict[str, Any] = {}
+        for name, (layer, part) in LINEN.items():
+            blk.setdefault(layer, {})[part] = p[spec.key(i, name)]
+        w = p[spec.key(i, "attn_w")]
+        d = w.shape[0]
+        heads = (d // spec.HEAD_DIM, spec.HEAD_DIM)
+        blk["attn"] = {part: {"kernel": w[:, j * d:(j + 1) * d].reshape(d, *heads)}
+                       for j, part in enumerate(QKV)}
+        blk["attn"]["out"] = {"kernel": p[spec.key(i, "proj_w")].reshape(*heads, d)}
+        blk["proj_b"] = p[spec.key(i, "proj_b")]
+        params[f"h{i}"] = blk
+    return {"params": params}
+
+
+def from_variables(v: dict[str, Any]) -> dict[str, Any]:
+    params = v["params"]
+    flat = {"wte": params["wte"]["embedding"], "wpe": params["wpe"]["embedding"],
+            "lnf_g": params["lnf"]["scale"], "lnf_b": params["lnf"]["bias"]}
+    for i in range(sum(1 for k in params if k.startswith("h"))):
+        blk = params[f"h{i}"]
+        flat.update({spec.key(i, name): blk[layer][part]
+                     for name, (layer, part) in LINEN.items()})
+        kernels = [blk["attn"][part]["kernel"] for part in QKV]
+        flat[spec.key(i, "attn_w")] = jnp.concatenate(
+            [k.reshape(k.shape[0], -1) for k in kernels], axis=1)
+        out = blk["attn"]["out"]["kernel"]
+        flat[spec.key(i, "proj_w")] = out.reshape(-1, out.shape[-1])
+        flat[spec.key(i, "proj_b")] = blk["proj_b"]
+    return flat
+
+
+def flax_forward(v: dict[str, Any], data: dict[str, Any]) -> Any:
+    params = v["params"]
+    vocab, width = params["wte"]["embedding"].shape
+    layers = sum(1 for k in params if k.startswith("h"))
+    gpt = GPT(vocab, params["wpe"]["embedding"].shape[0], width, layers)
+    return gpt.apply(v, data["tokens"])
+
+
+def flax_loss(v: dict[str, Any], data: dict[str, Any]) -> Any:
+    logits = wide(flax_forward(v, data))
+    return optax.softmax_cross_entropy_with_integer_labels(logits, data["targets"]).mean()
+
+
 forward, loss = model(written_out)
-build = functional.jax(forward, loss, idioms={"sdpa": model(sdpa)})
+build = functional.jax(forward, loss, idioms={
+    "sdpa": model(sdpa), "flax": (flax_forward, flax_loss, to_variables, from_variables)})

@@ -173,10 +173,12 @@ SPEC = Workload(
     # the main job's scaling question: the same model replicated, sharded and split
     main_strategies=("dp", "fsdp", "tp", "dpxtp"),
     # +sdpa: the attention through the framework's fused call (F.scaled_dot_product_attention,
-    # jax.nn.dot_product_attention) instead of written out: one comparison group (IDIOMS.md)
+    # jax.nn.dot_product_attention) instead of written out; +nn, +flax, +keras: the model as
+    # the framework's layer library (torch.nn modules, Flax Linen, Keras layers with Keras's
+    # MultiHeadAttention): one comparison group (IDIOMS.md)
     implementations={
-        "jax": ("eager", "jit", "jit+sdpa", "jit+donate"),
-        "torch": ("eager", "jit", "eager+sdpa", "jit+sdpa"),
-        "tensorflow": ("eager", "jit", "xla", "xla+sdpa"),
+        "jax": ("eager", "jit", "jit+sdpa", "jit+donate", "jit+flax"),
+        "torch": ("eager", "jit", "eager+sdpa", "jit+sdpa", "eager+nn", "jit+nn"),
+        "tensorflow": ("eager", "jit", "xla", "xla+sdpa", "xla+keras"),
     },
 )

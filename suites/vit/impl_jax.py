@@ -1,5 +1,9 @@
 """ViT in JAX: ``forward(params, data)`` on the spec's model tree (spec.to_model); the builder
-runs it op by op (eager) or under jax.jit, with optax's optimizer for a training task."""
+runs it op by op (eager) or under jax.jit, with optax's optimizer for a training task. Variant
+jit+sdpa takes the attention through jax.nn.dot_product_attention; variant jit+flax is the same
+model as a Flax Linen module (nn.Dense on the patches, nn.LayerNorm,
+nn.MultiHeadDotProductAttention, nn.Dense MLP and head), the layer library a JAX user writes
+it with, its variables the spec's weights laid out as Linen holds them."""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
@@ -84,6 +89,121 @@ def model(attend: Any) -> tuple[Any, Any]:
     return forward, loss
 
 
+# -- jit+flax: the model as a Flax Linen module --------------------------------------------
+
+def layer_norm_layer(name: str) -> nn.LayerNorm:
+    """Linen's LayerNorm computes its statistics at float32 at least by itself (as ``wide``);
+    use_fast_variance=False: the spec's centred variance, not E[x^2] - E[x]^2."""
+    return nn.LayerNorm(epsilon=spec.LN_EPS, use_fast_variance=False, name=name)
+
+
+class Block(nn.Module):
+    """A pre-norm encoder block; dtype None in every layer but the attention: each computes at
+    its inputs' and parameters' dtype, as the policy cast them."""
+
+    heads: int
+    mlp: int
+
+    @nn.compact
+    def __call__(self, h: Any) -> Any:
+        # the attention's dtype is its input's (what None would infer), named so that its
+        # output projection brings the float32 softmax (force_fp32_for_softmax, below float32
+        # only: at float64 it would round the softmax down to float32) back to bfloat16
+        # where the rest of the block computes; use_bias: qkv_b and proj_b
+        attend = nn.MultiHeadDotProductAttention(
+            num_heads=self.heads, dtype=h.dtype, deterministic=True,
+            force_fp32_for_softmax=jnp.finfo(h.dtype).bits < 32, name="attn")
+        h = h + attend(layer_norm_layer("ln1")(h))
+        a = nn.Dense(self.mlp, name="fc1")(layer_norm_layer("ln2")(h))
+        return h + nn.Dense(h.shape[-1], name="fc2")(nn.gelu(a, approximate=True))
+
+
+class ViT(nn.Module):
+    patch: int
+    width: int
+    depth: int
+    mlp: int
+    classes: int
+
+    @nn.compact
+    def __call__(self, x: Any) -> Any:
+        patches = patchify(x, self.patch)
+        pos = self.param("pos", nn.initializers.zeros, (patches.shape[1], self.width))
+        h = nn.Dense(self.width, name="patch")(patches) + pos
+        for i in range(self.depth):
+            h = Block(self.width // spec.HEAD_DIM, self.mlp, name=f"block{i}")(h)
+        pooled = jnp.mean(layer_norm_layer("ln")(h), axis=1)
+        return nn.Dense(self.classes, name="head")(pooled)
+
+
+# spec names -> (their Linen module, parameter) for the one-to-one ones: the model's, a block's
+GLOBAL = {"patch_w": ("patch", "kernel"), "patch_b": ("patch", "bias"),
+          "ln_g": ("ln", "scale"), "ln_b": ("ln", "bias"),
+          "head_w": ("head", "kernel"), "head_b": ("head", "bias")}
+BLOCK = {"ln1_g": ("ln1", "scale"), "ln1_b": ("ln1", "bias"),
+         "ln2_g": ("ln2", "scale"), "ln2_b": ("ln2", "bias"),
+         "fc1_w": ("fc1", "kernel"), "fc1_b": ("fc1", "bias"),
+         "fc2_w": ("fc2", "kernel"), "fc2_b": ("fc2", "bias")}
+QKV = ("query", "key", "value")  # qkv_w's columns are [q | k | v]
+
+
+def nest(flat: dict[str, Any], names: dict[str, tuple[str, str]]) -> dict[str, Any]:
+    tree: dict[str, Any] = {}
+    for name, (layer, part) in names.items():
+        tree.setdefault(layer, {})[part] = flat[name]
+    return tree
+
+
+def to_variables(p: dict[str, Any]) -> dict[str, Any]:
+    """The spec's weights as ViT's variables: qkv_w's q, k and v column blocks as the
+    (d, heads, head_dim) kernels (head h owns consecutive head_dim columns of each block),
+    qkv_b's as the (heads, head_dim) biases, proj_w as the (heads, head_dim, d) out kernel."""
+    tree = spec.to_model(p)
+    params = nest(tree, GLOBAL) | {"pos": tree["pos"]}
+    for i, blk in enumerate(tree["blocks"]):
+        w, b = blk["qkv_w"], blk["qkv_b"]
+        d = w.shape[0]
+        heads = (d // spec.HEAD_DIM, spec.HEAD_DIM)
+        attn = {part: {"kernel": w[:, j * d:(j + 1) * d].reshape(d, *heads),
+                       "bias": b[j * d:(j + 1) * d].reshape(heads)}
+                for j, part in enumerate(QKV)}
+        attn["out"] = {"kernel": blk["proj_w"].reshape(*heads, d), "bias": blk["proj_b"]}
+        params[f"block{i}"] = nest(blk, BLOCK) | {"attn": attn}
+    return {"params": params}
+
+
+def from_variables(v: dict[str, Any]) -> dict[str, Any]:
+    params = v["params"]
+    tree = {name: params[layer][part] for name, (layer, part) in GLOBAL.items()}
+    tree["pos"], tree["blocks"] = params["pos"], []
+    for i in range(sum(1 for k in params if k.startswith("block"))):
+        blk, attn = params[f"block{i}"], params[f"block{i}"]["attn"]
+        kernels, biases = ([attn[part][kind] for part in QKV] for kind in ("kernel", "bias"))
+        out = attn["out"]["kernel"]
+        tree["blocks"].append(
+            {name: blk[layer][part] for name, (layer, part) in BLOCK.items()}
+            | {"qkv_w": jnp.concatenate([k.reshape(k.shape[0], -1) for k in kernels], axis=1),
+               "qkv_b": jnp.concatenate([b.reshape(-1) for b in biases]),
+               "proj_w": out.reshape(-1, out.shape[-1]), "proj_b": attn["out"]["bias"]})
+    return spec.from_model(tree)
+
+
+def flax_forward(v: dict[str, Any], data: dict[str, Any]) -> Any:
+    params, x = v["params"], data["x"]
+    patch_w = params["patch"]["kernel"]
+    patch, _ = spec.config(patch_w.shape, x.shape)
+    depth = sum(1 for k in params if k.startswith("block"))
+    mlp = params["block0"]["fc1"]["kernel"].shape[1]
+    vit = ViT(patch, patch_w.shape[1], depth, mlp, params["head"]["kernel"].shape[1])
+    return vit.apply(v, x)
+
+
+def flax_loss(v: dict[str, Any], data: dict[str, Any]) -> Any:
+    log_probs = jax.nn.log_softmax(wide(flax_forward(v, data)), axis=-1)
+    return -jnp.mean(jnp.sum(data["y"] * log_probs, axis=-1))
+
+
 forward, loss = model(written_out)
 build = functional.jax(forward, loss, to_model=spec.to_model, from_model=spec.from_model,
-                       idioms={"sdpa": model(sdpa)})
+                       idioms={"sdpa": model(sdpa),
+                               "flax": (flax_forward, flax_loss, to_variables, from_variables)})

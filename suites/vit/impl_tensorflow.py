@@ -1,19 +1,27 @@
 """ViT in TensorFlow: ``forward(params, data)`` on the spec's model tree (spec.to_model); the
 builder keeps it in tf.Variables and steps it with a Keras optimizer, eager, under tf.function
 or tf.function(jit_compile=True) (XLA). Attention written out, or through
-keras.ops.dot_product_attention (variant xla+sdpa)."""
+keras.ops.dot_product_attention (variant xla+sdpa). Variant xla+keras is the same model as
+Keras 3 layers (Dense patch embedding, LayerNormalization, MultiHeadAttention, Dense MLP,
+GlobalAveragePooling1D, Dense head), each called on the spec's weights through
+``stateless_call`` (MultiHeadAttention's kernels and biases are reshaped views of qkv_w,
+qkv_b and proj_w; the layers' own initial weights are never used)."""
 
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any
 
-import keras
-import tensorflow as tf
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")  # before keras is first imported
 
-from pytest_mlbench import load_suite_file
-from pytest_mlbench.builders import functional
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from pytest_mlbench import load_suite_file  # noqa: E402
+from pytest_mlbench.builders import functional  # noqa: E402
 
 spec = load_suite_file(Path(__file__).with_name("spec.py"))
 
@@ -79,6 +87,16 @@ def logits(params: dict[str, Any], x: Any, patch: int, heads: int,
     return pooled @ params["head_w"] + params["head_b"]
 
 
+def objective(forward: Any) -> Any:
+    """The mean softmax cross-entropy of ``forward``'s logits against the one-hot labels."""
+
+    def loss(params: dict[str, Any], data: dict[str, Any]) -> Any:
+        log_probs = tf.nn.log_softmax(forward(params, data))
+        return -tf.reduce_mean(tf.reduce_sum(data["y"] * log_probs, axis=-1))
+
+    return loss
+
+
 def model(attend: Any) -> tuple[Any, Any]:
     """``(forward, loss)`` with ``attend`` as the attention."""
 
@@ -86,13 +104,90 @@ def model(attend: Any) -> tuple[Any, Any]:
         x = data["x"]
         return logits(params, x, *spec.config(params["patch_w"].shape, x.shape), attend)
 
-    def loss(params: dict[str, Any], data: dict[str, Any]) -> Any:
-        log_probs = tf.nn.log_softmax(forward(params, data))
-        return -tf.reduce_mean(tf.reduce_sum(data["y"] * log_probs, axis=-1))
+    return forward, objective(forward)
 
-    return forward, loss
+
+# -- the model as Keras layers (variant xla+keras) -------------------------------------------
+
+_LAYERS: dict[tuple[Any, ...], dict[str, keras.layers.Layer]] = {}
+
+
+def layers(params: dict[str, Any], tokens: int, heads: int) -> dict[str, keras.layers.Layer]:
+    """The Keras layers for these shapes and dtype (the policy's compute dtype: the builder
+    casts the weights to it under amp, as Keras's mixed_bfloat16 layers cast theirs), made
+    and built once, outside any trace (tf.init_scope): a layer builds variables of its own,
+    which a tf.function may not create on a later trace. The layers are functions of the
+    weights they are given, so one of each kind serves every block. At bfloat16 (bf16, amp)
+    Keras normalises and averages at float32 and, in MultiHeadAttention (no dropout, no
+    scores returned: keras.ops.dot_product_attention inside), takes the scores and softmax
+    at float32, as variant xla+sdpa does; the plain code does them at bfloat16."""
+    (flat_patch, d), mlp = params["patch_w"].shape, params["blocks"][0]["fc1_w"].shape[1]
+    classes, dtype = params["head_w"].shape[1], params["patch_w"].dtype.name
+    key = (flat_patch, d, mlp, classes, tokens, heads, dtype)
+    if key not in _LAYERS:
+        with tf.init_scope():
+            made = {"patch": keras.layers.Dense(d, dtype=dtype),
+                    "ln": keras.layers.LayerNormalization(epsilon=spec.LN_EPS, dtype=dtype),
+                    # use_bias: qkv_b and proj_b are the four projections' biases
+                    "attn": keras.layers.MultiHeadAttention(
+                        num_heads=heads, key_dim=d // heads, use_bias=True, dtype=dtype),
+                    # the spec's tanh GELU written out (``gelu``): keras.activations.gelu is
+                    # tf.nn.gelu, whose 0.044715 goes through float32 (1e-9 off at fp64)
+                    "fc1": keras.layers.Dense(mlp, activation=gelu, dtype=dtype),
+                    "fc2": keras.layers.Dense(d, dtype=dtype),
+                    "pool": keras.layers.GlobalAveragePooling1D(dtype=dtype),
+                    "head": keras.layers.Dense(classes, dtype=dtype)}
+            made["patch"].build((None, tokens, flat_patch))
+            made["ln"].build((None, tokens, d))
+            made["attn"].build((None, tokens, d), (None, tokens, d))
+            made["fc1"].build((None, tokens, d))
+            made["fc2"].build((None, tokens, mlp))
+            made["pool"].build((None, tokens, d))
+            made["head"].build((None, d))
+            # MultiHeadAttention scales the query by its _inverse_sqrt_key_dim, a Python float
+            # that Keras's tf.cast turns into a float32 tensor before the scores' dtype: at
+            # fp64, 1 / sqrt(16) is exact in float32, but the same constant as a NumPy float64
+            # (cast from float64, once, to the scores' dtype) is right for any head width
+            # (suites/gpt/impl_tensorflow.py: 1 / sqrt(32) failed gpt's precision check)
+            made["attn"]._inverse_sqrt_key_dim = np.float64(1.0 / math.sqrt(d // heads))
+        _LAYERS[key] = made
+    return _LAYERS[key]
+
+
+def mha_weights(blk: dict[str, Any], heads: int) -> list[Any]:
+    """MultiHeadAttention's weights in its ``trainable_variables`` order: the query, key and
+    value kernels (d, heads, d_head) and biases (heads, d_head), column slices [q | k | v] of
+    qkv_w and qkv_b, each head owning d_head consecutive columns; the output kernel (heads,
+    d_head, d), proj_w's rows by head, and bias proj_b."""
+    d = blk["qkv_w"].shape[0]
+    kernels = tf.unstack(tf.reshape(blk["qkv_w"], (d, 3, heads, d // heads)), axis=1)
+    biases = tf.unstack(tf.reshape(blk["qkv_b"], (3, heads, d // heads)))
+    return [kernels[0], biases[0], kernels[1], biases[1], kernels[2], biases[2],
+            tf.reshape(blk["proj_w"], (heads, d // heads, d)), blk["proj_b"]]
+
+
+def keras_forward(params: dict[str, Any], data: dict[str, Any]) -> Any:
+    x = data["x"]
+    patch, heads = spec.config(params["patch_w"].shape, x.shape)
+    patches = patchify(x, patch)
+    made = layers(params, patches.shape[1], heads)
+
+    def norm(h: Any, g: Any, b: Any) -> Any:
+        return made["ln"].stateless_call([g, b], [], h)[0]
+
+    h = made["patch"].stateless_call([params["patch_w"], params["patch_b"]], [], patches)[0] \
+        + params["pos"]
+    for blk in params["blocks"]:
+        a = norm(h, blk["ln1_g"], blk["ln1_b"])
+        h = h + made["attn"].stateless_call(mha_weights(blk, heads), [], a, a)[0]
+        m, _ = made["fc1"].stateless_call([blk["fc1_w"], blk["fc1_b"]], [],
+                                          norm(h, blk["ln2_g"], blk["ln2_b"]))
+        h = h + made["fc2"].stateless_call([blk["fc2_w"], blk["fc2_b"]], [], m)[0]
+    pooled, _ = made["pool"].stateless_call([], [], norm(h, params["ln_g"], params["ln_b"]))
+    return made["head"].stateless_call([params["head_w"], params["head_b"]], [], pooled)[0]
 
 
 forward, loss = model(attention)
 build = functional.tensorflow(forward, loss, to_model=spec.to_model, from_model=spec.from_model,
-                              idioms={"sdpa": model(sdpa)})
+                              idioms={"sdpa": model(sdpa),
+                                      "keras": (keras_forward, objective(keras_forward))})
