@@ -16,7 +16,13 @@ class Policy:
     unless ``compute`` names another (mixed precision: the framework's own machinery puts
     the matmuls, convolutions and their gradients there, and the update stays at ``dtype``);
     ``allow_tf32`` says whether float32 matmuls may use TensorFloat-32 tensor cores (only
-    meaningful on NVIDIA GPUs).
+    meaningful on NVIDIA GPUs). ``loss_scale``: training multiplies the loss by a dynamic
+    scale before the backward pass and divides the gradients by it before the update, so
+    that small gradients do not underflow float16 (0: no loss scaling). Every framework runs
+    the same dynamic scaling (torch.amp.GradScaler's and Keras's LossScaleOptimizer's, a
+    JAX trainer's own): start at ``loss_scale``, a step whose gradients are not all finite
+    is skipped and halves the scale (BACKOFF), GROWTH_INTERVAL finite steps in a row double
+    it (GROWTH).
     """
 
     name: str
@@ -25,6 +31,7 @@ class Policy:
     gpu_only: bool
     summary: str
     compute: str = ""
+    loss_scale: float = 0.0
 
     @property
     def mixed(self) -> bool:
@@ -40,7 +47,16 @@ POLICIES: dict[str, Policy] = {
     "amp": Policy("amp", "float32", False, False, "mixed precision: float32 master weights, "
                   "data and optimizer state, bfloat16 compute (torch.autocast, a JAX cast "
                   "policy, TF casts in the tape)", compute="bfloat16"),
+    # float16's 5 exponent bits underflow small gradients: the start 2^12 keeps a gradient of
+    # 1e-8 normal and one of 16 finite, so that no step of the checked start is skipped (a
+    # skipped step is not the reference's algorithm, and the trajectory check says so)
+    "amp16": Policy("amp16", "float32", False, False, "mixed precision in float16: float32 "
+                    "master weights, data and optimizer state, float16 compute, dynamic loss "
+                    "scaling (torch.autocast with GradScaler, Keras's mixed_float16 with "
+                    "LossScaleOptimizer, a JAX cast policy with a loss scale)",
+                    compute="float16", loss_scale=2.0 ** 12),
 }
+GROWTH, BACKOFF, GROWTH_INTERVAL = 2.0, 0.5, 2000  # the dynamic loss scale's rule (see Policy)
 
 
 def numpy_dtype(policy: Policy) -> Any:

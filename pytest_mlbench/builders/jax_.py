@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import optax
 
 from pytest_mlbench.builders.model import (
+    Fn,
     Inference,
     Model,
     Transform,
@@ -21,6 +22,8 @@ from pytest_mlbench.builders.model import (
     one_example,
     split_inputs,
 )
+from pytest_mlbench.errors import Unsupported
+from pytest_mlbench.precision import BACKOFF, GROWTH, GROWTH_INTERVAL, Policy
 
 HYPER = {"learning_rate": "lr", "momentum": "momentum", "b1": "b1", "b2": "b2", "eps": "eps",
          "weight_decay": "weight_decay"}
@@ -31,8 +34,13 @@ def build(model: Model, case: Any) -> Any:
     if case.idiom == "donate" and name != "train":
         raise TypeError(f"variant {case.variant!r}: donation is of a training step's parameters "
                         f"and optimizer state, and a {name} case has neither")
-    kinds = {"train": Trainer, "infer": Inference, "jvp": Jvp, "vjp": Vjp, "hvp": Hvp,
-             "jacfwd": Jacobian, "jacrev": Jacobian}
+    if case.idiom == "sdpa" and case.policy.compute == "float16" and case.id.device == "cpu":
+        # jax.nn.dot_product_attention asks float16 logits for a float32 result (algorithm
+        # F16_F16_F32), and under jit XLA:CPU fails to lower it (eager falls back)
+        raise Unsupported("XLA:CPU has no float16 dot_general with float32 accumulation "
+                          "(F16_F16_F32), which jax.nn.dot_product_attention asks for")
+    kinds = {"train": ScaledTrainer if case.policy.loss_scale else Trainer, "infer": Inference,
+             "jvp": Jvp, "vjp": Vjp, "hvp": Hvp, "jacfwd": Jacobian, "jacrev": Jacobian}
     return kinds[name](mixed_model(model, case, lambda fn: cast_policy(fn, case.policy)), case)
 
 
@@ -105,9 +113,48 @@ def committed(tree: Any, like: Any) -> Any:
     return jax.device_put(tree, sharding)
 
 
+# -- dynamic loss scaling (amp16): JAX and optax have none of their own (jmp is not a
+# dependency), so the policy's rule (precision.Policy) is written here, once, for every JAX
+# trainer: this builder's and a suite's own (suites/mlp_layers/impl_jax.py)
+
+def loss_scaling(policy: Policy, like: Any) -> tuple[Any, Any]:
+    """The scale's start and the count of finite steps in a row, as arrays a compiled step
+    carries beside the optimizer state (a new scale is data, not a recompile), placed where
+    ``like`` lives (committed, as the step's outputs will be)."""
+    return committed((jnp.float32(policy.loss_scale), jnp.int32(0)), like)
+
+
+def loss_scaled(loss: Fn, tx: optax.GradientTransformation) -> Fn:
+    """``step(p, opt_state, scaling, *data) -> (loss, grads, p, opt_state, scaling)``: the
+    gradients of loss * scale divided by the scale; the optax update applied only where every
+    gradient is finite, else ``p`` and ``opt_state`` kept and the scale backed off, and grown
+    after GROWTH_INTERVAL finite steps in a row (jnp.where: the same under jit and eager).
+    The loss and gradients returned are the unscaled ones."""
+    def train_step(p: Any, opt_state: Any, scaling: Any, *data: Any) -> Any:
+        scale, good = scaling
+
+        def scaled(q: Any) -> Any:
+            value = loss(q, *data)
+            return value * scale, value
+
+        (_, value), g = jax.value_and_grad(scaled, has_aux=True)(p)
+        g = jax.tree.map(lambda x: x / scale, g)
+        finite = jnp.all(jnp.array([jnp.isfinite(x).all() for x in jax.tree.leaves(g)]))
+        updates, new_state = tx.update(g, opt_state, p)
+        p, opt_state = jax.tree.map(lambda new, old: jnp.where(finite, new, old),
+                                    (optax.apply_updates(p, updates), new_state), (p, opt_state))
+        good = jnp.where(finite, good + 1, 0)
+        grow = good == GROWTH_INTERVAL
+        scale = scale * jnp.where(finite, jnp.where(grow, GROWTH, 1.0), BACKOFF)
+        return value, g, p, opt_state, (scale, jnp.where(grow, 0, good))
+
+    return train_step
+
+
 class Trainer:
     """params / loss_and_grads / step / state / hyperparameters over one compiled step that
-    returns the gradients too, so loss_and_grads checks the very function that is timed."""
+    returns the gradients too, so loss_and_grads checks the very function that is timed;
+    under a loss-scaling policy the step is ``loss_scaled``'s, its scale in ``scaling``."""
 
     def __init__(self, model: Model, case: Any) -> None:
         self.model, self.data = model, case.data
@@ -124,30 +171,35 @@ class Trainer:
         # as optax ships them. Under jax.disable_jit the correction's step count is a
         # concrete integer, and its power compiled a new integer_pow at every step: compile
         # time in every timed round (which frameworks/jax_._Compiles now counts)
-        def train_step(p: Any, opt_state: Any, data: Any) -> Any:
+        def train_step(p: Any, opt_state: Any, scaling: Any, data: Any) -> Any:
             loss, g = grads(p, data)
             updates, opt_state = tx.update(g, opt_state, p)
-            return loss, g, optax.apply_updates(p, updates), opt_state
+            return loss, g, optax.apply_updates(p, updates), opt_state, scaling
 
-        # idiom donate: the step may write its new parameters and optimizer state into the
-        # buffers of the old ones (jax.jit's donate_argnums), as a JAX training loop does
+        self.scaling: Any = ()  # no leaves: no loss scaling
+        if case.policy.loss_scale:
+            self.scaling = loss_scaling(case.policy, self.p)
+            train_step = loss_scaled(model.fn("loss"), tx)
+        # idiom donate: the step may write its new parameters, optimizer state and loss scale
+        # into the buffers of the old ones (jax.jit's donate_argnums), as a JAX training loop does
         self.donate = case.idiom == "donate"
-        self.train_step = case.compile(train_step, donate=(0, 1) if self.donate else ())
+        self.train_step = case.compile(train_step, donate=(0, 1, 2) if self.donate else ())
 
     def params(self) -> dict[str, Any]:
         return self.model.flat(self.p)
 
     def loss_and_grads(self) -> tuple[Any, dict[str, Any]]:
-        """The timed step's loss and gradients, its new parameters dropped; a donating step is
-        given copies (it would consume the parameters it was given)."""
-        p, opt_state = self.p, self.opt_state
+        """The timed step's loss and gradients, its new parameters (and loss scale) dropped; a
+        donating step is given copies (it would consume the parameters it was given)."""
+        carried = self.p, self.opt_state, self.scaling
         if self.donate:
-            p, opt_state = jax.tree.map(jnp.copy, (p, opt_state))
-        loss, g, _, _ = self.train_step(p, opt_state, self.data)
+            carried = jax.tree.map(jnp.copy, carried)
+        loss, g, *_ = self.train_step(*carried, self.data)
         return loss, self.model.flat(g)
 
     def step(self) -> Any:
-        loss, _, self.p, self.opt_state = self.train_step(self.p, self.opt_state, self.data)
+        loss, _, self.p, self.opt_state, self.scaling = self.train_step(
+            self.p, self.opt_state, self.scaling, self.data)
         return loss
 
     def state(self) -> dict[str, Any]:
@@ -155,6 +207,14 @@ class Trainer:
 
     def hyperparameters(self) -> dict[str, float]:
         return optax_hyperparameters(self.opt_state)
+
+
+class ScaledTrainer(Trainer):
+    """The Trainer under a loss-scaling policy, which reads its scale back (a trainer of any
+    other policy has no ``loss_scale``, and reports none)."""
+
+    def loss_scale(self) -> Any:
+        return self.scaling[0]
 
 
 def optax_state(opt_state: Any, flat: Any = dict) -> dict[str, Any]:

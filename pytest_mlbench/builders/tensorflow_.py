@@ -1,5 +1,6 @@
 """TensorFlow: training on tf.Variables through keras.optimizers (GradientTape, then
-optimizer.apply; Adam and AdamW stepping as the spec's Adam, see SpecAdamStep), inference,
+optimizer.apply; Adam and AdamW stepping as the spec's Adam, see SpecAdamStep; under amp16
+through Keras's LossScaleOptimizer, see loss_scaled), inference,
 and tf.autodiff.ForwardAccumulator (jvp), GradientTape with output_gradients (vjp), forward
 over back (hvp) and tape.batch_jacobian (jacrev).
 
@@ -30,6 +31,8 @@ from pytest_mlbench.builders.model import (  # noqa: E402
     split_inputs,
     unsupported,
 )
+from pytest_mlbench.errors import Unsupported  # noqa: E402
+from pytest_mlbench.precision import BACKOFF, GROWTH, GROWTH_INTERVAL  # noqa: E402
 
 
 def build(model: Model, case: Any) -> Any:
@@ -56,8 +59,9 @@ def cast_policy(fn: Any, policy: Any) -> Any:
     """``fn`` computing at the policy's compute dtype on float32 variables and inputs: each
     cast inside the tape (the cast's gradient brings the gradients back to float32, which
     the Keras optimizer applies to the float32 variables), the result cast back to float32.
-    Keras's ``mixed_bfloat16`` policy does the same inside its layers (float32 variables,
-    ``compute_dtype`` bfloat16); a model in raw ops casts where it reads them."""
+    Keras's ``mixed_bfloat16`` and ``mixed_float16`` policies do the same inside their layers
+    (float32 variables, ``compute_dtype`` bfloat16 or float16); a model in raw ops casts where
+    it reads them. The loss comes back at float32, where LossScaleOptimizer scales it."""
     compute = tf.as_dtype(policy.compute)
 
     def down(x: Any) -> Any:
@@ -101,6 +105,22 @@ def optimizer(opt: Any, dtype: str) -> keras.optimizers.Optimizer:
                             epsilon=opt.eps)
         return SpecAdamW(learning_rate=opt.lr, beta_1=opt.b1, beta_2=opt.b2,
                          epsilon=opt.eps, weight_decay=opt.weight_decay)
+
+
+def loss_scaled(opt: keras.optimizers.Optimizer, policy: Any) -> keras.optimizers.Optimizer:
+    """The optimizer that steps: under a loss-scaling policy (amp16) ``opt`` inside Keras's
+    LossScaleOptimizer, what its users train float16 with (scale_loss in the tape; apply
+    unscales, skips a step with a non-finite gradient and adjusts the scale), ``opt`` itself
+    otherwise. ``opt`` keeps the state and hyper-parameters the harness reads."""
+    if not policy.loss_scale:
+        return opt
+    # Keras's growth and backoff factors are constants in its source (2.0 and 0.5,
+    # keras/src/optimizers/loss_scale_optimizer.py), only the growth interval is a setting
+    if (GROWTH, BACKOFF) != (2.0, 0.5):
+        raise Unsupported(f"Keras's LossScaleOptimizer grows by 2 and backs off by 0.5, not "
+                          f"by {GROWTH:g} and {BACKOFF:g}")
+    return keras.optimizers.LossScaleOptimizer(opt, initial_scale=policy.loss_scale,
+                                               dynamic_growth_steps=GROWTH_INTERVAL)
 
 
 @contextlib.contextmanager
@@ -190,27 +210,42 @@ class SpecAdamW(SpecAdamStep, keras.optimizers.AdamW):
 
 
 class Trainer:
-    """tf.Variables in the model's tree; Keras's optimizer built on them outside any trace."""
+    """tf.Variables in the model's tree; Keras's optimizer built on them outside any trace.
+    ``opt`` is the spec's optimizer (its state and hyper-parameters are what the harness
+    reads); ``stepper`` steps it, LossScaleOptimizer around it under amp16 (``loss_scaled``)."""
 
     def __init__(self, model: Model, case: Any) -> None:
         self.model, self.data, self.opt_spec = model, case.data, case.optimizer
         self.p = tf.nest.map_structure(tf.Variable, model.tree(case.params))
         self.variables = tf.nest.flatten(self.p)
+        refuse_cpu_float16_overflow(model, self.p, case)
         self.opt = optimizer(case.optimizer, case.dtype)
-        self.opt.build(self.variables)
+        self.stepper = loss_scaled(self.opt, case.policy)
+        self.stepper.build(self.variables)  # LossScaleOptimizer builds the inner one too
         self.grads = case.compile(self._loss_and_grads)
         self.train_step = case.compile(self._train_step)
 
-    def _loss_and_grads(self, data: Any) -> Any:
+    def _scaled_loss_and_grads(self, data: Any) -> Any:
+        """The loss and the gradients of the loss as the stepper scales it (scale_loss: the
+        loss itself but under LossScaleOptimizer)."""
         if self.model.value_and_grad is not None:
             return self.model.value_and_grad(self.p, data)
         with tf.GradientTape() as tape:
             loss = self.model.fn("loss")(self.p, data)
-        return loss, tape.gradient(loss, self.p)
+            scaled = self.stepper.scale_loss(loss)
+        return loss, tape.gradient(scaled, self.p)
+
+    def _loss_and_grads(self, data: Any) -> Any:
+        """The loss and its gradients, unscaled as LossScaleOptimizer's apply unscales them."""
+        loss, g = self._scaled_loss_and_grads(data)
+        if self.stepper is not self.opt:
+            scale = self.stepper.dynamic_scale  # type: ignore[attr-defined]
+            g = tf.nest.map_structure(lambda x: keras.ops.divide(x, scale), g)
+        return loss, g
 
     def _train_step(self, data: Any) -> Any:
-        loss, g = self._loss_and_grads(data)
-        self.opt.apply(tf.nest.flatten(g), self.variables)
+        loss, g = self._scaled_loss_and_grads(data)
+        self.stepper.apply(tf.nest.flatten(g), self.variables)
         return loss
 
     def params(self) -> dict[str, Any]:
@@ -223,6 +258,11 @@ class Trainer:
     def step(self) -> Any:
         return self.train_step(self.data)
 
+    def loss_scale(self) -> Any:
+        """LossScaleOptimizer's dynamic scale now; None where no loss is scaled."""
+        scale = getattr(self.stepper, "dynamic_scale", None)
+        return None if scale is None else tf.convert_to_tensor(scale)
+
     def state(self) -> dict[str, Any]:
         return optimizer_state(self.opt, self.opt_spec, self.variables[0].dtype, self._tree)
 
@@ -232,6 +272,17 @@ class Trainer:
 
     def hyperparameters(self) -> dict[str, float]:
         return optimizer_hyperparameters(self.opt)
+
+
+def refuse_cpu_float16_overflow(model: Model, p: Any, case: Any) -> None:
+    """Refuse a float16 case whose loss at the start is not finite on TensorFlow's CPU
+    kernels, which sum float16 at float16 (Eigen's: tf.reduce_mean of 10,000 float16 100s is
+    inf; XLA:CPU sums at float32): the inf is the kernels', not the implementation's."""
+    if case.policy.compute != "float16" or case.id.device != "cpu" or case.mode == "xla":
+        return
+    if not bool(tf.math.is_finite(model.fn("loss")(p, case.data))):
+        raise Unsupported("TensorFlow's CPU kernels sum float16 at float16 (XLA's at float32), "
+                          "and this loss overflows float16 at the start: run variant xla")
 
 
 def optimizer_state(opt: Any, spec: Any, dtype: Any,

@@ -1,6 +1,7 @@
 """PyTorch: training through torch.optim on nn.Parameters (backward, then opt.step; the jit
-variant compiles that whole step under torch.compile), inference, and torch.func's jvp / vjp /
-jvp-of-grad / vmap(jacfwd | jacrev) on plain tensors."""
+variant compiles that whole step under torch.compile; a loss-scaling policy's through
+torch.amp.GradScaler), inference, and torch.func's jvp / vjp / jvp-of-grad / vmap(jacfwd |
+jacrev) on plain tensors."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from typing import Any
 
 import torch
 
+from pytest_mlbench import precision
 from pytest_mlbench.builders.model import (
+    NEEDS,
     Inference,
     Model,
     Transform,
@@ -25,9 +28,13 @@ from pytest_mlbench.builders.model import (
 
 def build(model: Model, case: Any) -> Any:
     name = model.need(case)
-    kinds = {"train": Trainer, "infer": Inference, "jvp": Jvp, "vjp": Vjp, "hvp": Hvp,
+    kinds = {"train": ScaledTrainer if case.policy.loss_scale else Trainer,
+             "infer": Inference, "jvp": Jvp, "vjp": Vjp, "hvp": Hvp,
              "jacfwd": Jacobian, "jacrev": Jacobian}
-    return kinds[name](mixed_model(model, case, lambda fn: autocast(fn, case.policy)), case)
+    mixed = mixed_model(model, case, lambda fn: autocast(fn, case.policy))
+    if mixed is not model:
+        runs_at_compute(mixed.fn(NEEDS[name]), mixed.tree(case.params), case)
+    return kinds[name](mixed, case)
 
 
 def autocast(fn: Callable[..., Any], policy: Any) -> Callable[..., Any]:
@@ -44,6 +51,30 @@ def autocast(fn: Callable[..., Any], policy: Any) -> Callable[..., Any]:
         return out.float()
 
     return mixed
+
+
+# what torch says where a CPU kernel has no float16 (oneDNN's LSTM on a CPU without native
+# float16 arithmetic: mkldnn_rnn_layer, which CPU autocast runs at float16)
+NO_HALF = ("could not create a primitive descriptor", "not implemented for 'Half'")
+
+
+def runs_at_compute(fn: Callable[..., Any], p: Any, case: Any) -> None:
+    """Run the autocast ``fn`` once, untimed, where torch's CPU kernels may lack the policy's
+    compute dtype, so that a case whose ops have none is skipped with torch's reason at
+    build rather than failing its first step."""
+    if case.policy.compute != "float16" or leaves(p)[0].device.type != "cpu":
+        return
+    try:
+        with torch.no_grad():
+            fn(p, case.data)
+    except RuntimeError as exc:
+        reason = str(exc).splitlines()[0].split(". ")[0]  # oneDNN's first sentence
+        if not any(marker in reason for marker in NO_HALF):
+            raise
+        from pytest_mlbench.errors import Unsupported
+
+        raise Unsupported(f"torch {torch.__version__}'s CPU autocast cannot run this model at "
+                          f"float16: {reason}") from exc
 
 
 def optimizer(opt: Any, params: list[Any]) -> torch.optim.Optimizer:
@@ -90,16 +121,22 @@ class Trainer:
             p.grad = None
         if self.model.value_and_grad is None:
             loss = self.model.fn("loss")(self.p, self.data)
-            loss.backward()
+            self._backward(loss)
             return loss.detach()
         loss, g = self.model.value_and_grad(tree_map(torch.Tensor.detach, self.p), self.data)
         for p, grad in zip(self.leaves, leaves(g), strict=True):
             p.grad = grad
         return loss.detach()
 
+    def _backward(self, loss: Any) -> None:
+        loss.backward()
+
+    def _update(self) -> None:
+        self.opt.step()
+
     def _train_step(self) -> Any:
         loss = self._forward_backward()
-        self.opt.step()
+        self._update()
         return loss
 
     def params(self) -> dict[str, Any]:
@@ -119,6 +156,38 @@ class Trainer:
 
     def hyperparameters(self) -> dict[str, float]:
         return optimizer_hyperparameters(self.opt, self.opt_spec)
+
+
+class ScaledTrainer(Trainer):
+    """A loss-scaling policy's (amp16) trainer, as torch's users write it: torch.amp.GradScaler
+    scales the loss before backward, then steps in opt.step's place (unscaling the gradients,
+    skipping a step whose gradients are not all finite) and updates the scale by precision's
+    rule (under torch.compile the GradScaler calls break the graph: dynamo runs torch.amp's
+    code eagerly, the optimizer's step it calls compiled)."""
+
+    def __init__(self, model: Model, case: Any) -> None:
+        self.scaler = torch.amp.GradScaler(
+            leaves(case.params)[0].device.type, init_scale=case.policy.loss_scale,
+            growth_factor=precision.GROWTH, backoff_factor=precision.BACKOFF,
+            growth_interval=precision.GROWTH_INTERVAL)
+        super().__init__(model, case)
+
+    def _backward(self, loss: Any) -> None:
+        self.scaler.scale(loss).backward()
+
+    def _update(self) -> None:
+        self.scaler.step(self.opt)
+        self.scaler.update()
+
+    def loss_and_grads(self) -> tuple[Any, dict[str, Any]]:
+        # the scaled backward's gradients divided by the scale (exact: a power of two), as
+        # scaler.unscale_ would, without its record of this step in the scaler's state
+        loss = self._forward_backward()
+        scale = self.scaler.get_scale()
+        return loss, self.model.flat(tree_map(lambda p: p.grad / scale, self.p))
+
+    def loss_scale(self) -> Any:
+        return torch.tensor(self.scaler.get_scale())
 
 
 SLOTS = {"momentum": "momentum_buffer", "m": "exp_avg", "v": "exp_avg_sq"}

@@ -17,7 +17,8 @@ Only informative statistics are judged: at least MIN_ELEMENTS non-zero elements;
 harness can compute the same result honestly in NumPy float32 (a hand-derived gradient, a
 forward pass), "too exact" is judged only when that honest computation is not itself nearly
 exact. bf16 and tf32 cases are not judged (their arithmetic is allowed to differ from their
-storage by design).
+storage by design); mixed-precision cases (amp, amp16) are judged the other way round: their
+results must show the compute dtype's rounding, not only the storage dtype's.
 
 Thresholds, measured over every honest suite implementation (correctness sessions, smoke
 size all cases, default size the main job; the gradient where training took the parameters
@@ -36,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_mlbench.precision import POLICIES
 from pytest_mlbench.workloads.data import is_float
 
 MIN_ELEMENTS = 256  # non-zero elements below which neither statistic is read
@@ -45,9 +47,12 @@ COARSE = {"float32": 2.0e3, "float64": 1.0e6}  # error, in units of the dtype's 
 JUDGED = {"fp32": "float32", "fp64": "float64"}  # policy name -> the dtype its arithmetic is
 # mixed-precision policies -> (storage dtype, compute dtype): a result as exact as storage-dtype
 # arithmetic leaves (within COARSE of it) was not computed at the compute dtype
-MIXED = {"amp": ("float32", "bfloat16")}
-FORMATS = {"float64": 2.0 ** -53, "float32": 2.0 ** -24, "float16 or TF32": 2.0 ** -11,
-           "bfloat16": 2.0 ** -8}  # unit roundoff of each format a result may have been made in
+MIXED = {p.name: (p.dtype, p.compute) for p in POLICIES.values() if p.mixed}
+UNIT = {"float64": 2.0 ** -53, "float32": 2.0 ** -24, "float16": 2.0 ** -11,
+        "bfloat16": 2.0 ** -8}  # unit roundoff of each dtype
+FORMATS = {"float64": UNIT["float64"], "float32": UNIT["float32"],
+           "float16 or TF32": UNIT["float16"],
+           "bfloat16": UNIT["bfloat16"]}  # the formats a result may have been made in, by name
 
 
 @dataclass(frozen=True)
@@ -150,7 +155,7 @@ def assert_mixed_arithmetic(actual: Any, expected: Any, *, policy: str,
             f"policy claims: a relative error of {relative:.3g} against the float64 reference "
             f"over {found.elements} elements, {found.error:.3g} times {storage}'s unit "
             f"roundoff, where {storage} arithmetic leaves at most {limit:g} and {compute} "
-            f"compute about {FORMATS[compute] / FORMATS[storage]:.3g}")
+            f"compute about {UNIT[compute] / UNIT[storage]:.3g}")
     return record
 
 

@@ -23,11 +23,14 @@ from typing import Any
 import numpy as np
 
 from pytest_mlbench import variants
+from pytest_mlbench.checking.arithmetic import UNIT
 from pytest_mlbench.parallel import Layout
+from pytest_mlbench.precision import POLICIES
 from pytest_mlbench.workloads.data import widen
 from pytest_mlbench.workloads.spec import Tolerance, Tolerances
 
-MIXED = ("amp",)  # the policies whose tolerances tolerances() scales by depth
+# the mixed-precision policies, whose tolerances tolerances() scales by depth
+MIXED = tuple(name for name, policy in POLICIES.items() if policy.mixed)
 # a mixed-precision case's norm-wise error, in units of the compute dtype's roundoff a layer:
 # (one evaluation, after a few steps); measured over every honest implementation
 # (docs/MEASURING.md), with room for a seed's kinks
@@ -40,8 +43,11 @@ TOLERANCES: dict[str, Tolerances] = {
     "bf16": Tolerances(Tolerance(6e-2, 6e-2), Tolerance(1.5e-1, 1.5e-1)),
     # mixed precision, for one layer of rounded arithmetic: bfloat16's unit roundoff u = 2^-8
     # times MIXED_UNITS; ``tolerances`` scales it by the square root of the model's depth
-    "amp": Tolerances(Tolerance(*2 * (MIXED_UNITS[0] * 2.0 ** -8,)),
-                      Tolerance(*2 * (MIXED_UNITS[1] * 2.0 ** -8,))),
+    "amp": Tolerances(Tolerance(*2 * (MIXED_UNITS[0] * UNIT["bfloat16"],)),
+                      Tolerance(*2 * (MIXED_UNITS[1] * UNIT["bfloat16"],))),
+    # the same rule at float16's unit roundoff 2^-11
+    "amp16": Tolerances(Tolerance(*2 * (MIXED_UNITS[0] * UNIT["float16"],)),
+                        Tolerance(*2 * (MIXED_UNITS[1] * UNIT["float16"],))),
 }
 
 
@@ -49,7 +55,7 @@ def tolerances(precision: str, overrides: Mapping[str, Tolerances] | None = None
                depth: int = 1) -> Tolerances:
     """The precision's tolerances, or the workload's override for it. A mixed-precision
     policy's grow with the square root of ``depth``, the layers of rounded arithmetic from
-    the inputs to the loss (the workload's ``depth``): each rounds its inputs to bfloat16,
+    the inputs to the loss (the workload's ``depth``): each rounds its inputs to the compute dtype,
     a relative error of about u, and independent errors add in quadrature."""
     found = (overrides or {}).get(precision)
     if found is not None:
@@ -144,6 +150,25 @@ def assert_identical(actual: Mapping[str, Any], expected: Mapping[str, np.ndarra
             diff = np.abs(widen({"a": a})["a"] - widen({"e": e})["e"])
             raise AssertionError(f"{where} {key}: not the same bytes: {int(np.sum(diff > 0))} of "
                                  f"{a.size} elements differ, the largest by {float(diff.max()):.3g}")
+
+
+def assert_loss_scaled(scale: float | None, policy: Any, *, where: str) -> None:
+    """Training under a loss-scaling policy (amp16) kept a dynamic loss scale: one the
+    trainer reports, finite, at least 1, and a power of two (it starts at the policy's
+    power of two and only ever doubles or halves: precision.Policy)."""
+    if not policy.loss_scale:
+        return
+    if scale is None:
+        raise AssertionError(
+            f"{where}: the {policy.name} policy trains with a dynamic loss scale, and this "
+            "trainer reports none: give it a loss_scale() method returning its current scale "
+            "(the builders' trainers have one: torch.amp.GradScaler, Keras's "
+            "LossScaleOptimizer, the JAX trainer's own)")
+    if not (math.isfinite(scale) and scale >= 1.0 and math.log2(scale).is_integer()):
+        raise AssertionError(
+            f"{where}: the loss scale after timing is {scale!r}: a dynamic loss scale that "
+            f"starts at {policy.loss_scale:g} and doubles or halves stays a power of two of "
+            "at least 1")
 
 
 def assert_dtypes(actual: Mapping[str, str], expected: str, *, where: str = "",

@@ -30,6 +30,7 @@ from pytest_mlbench.checking.asserts import (
     assert_dtypes,
     assert_eager,
     assert_identical,
+    assert_loss_scaled,
     assert_no_retrace,
     assert_same_keys,
     assert_sharded,
@@ -437,6 +438,7 @@ def check_finish(ctx: Context, finish: Finished) -> None:
     if cid.task.kind == "train":
         assert_dtypes(finish.dtypes, ctx.policy.dtype, where=f"{ctx.where} params after "
                                                              "timing", why=storage_rule(ctx))
+        assert_loss_scaled(finish.loss_scale, ctx.policy, where=f"{ctx.where} after timing")
         if finish.trained is not None:  # the first pass only (measuring/case_run.py: ``full``)
             check_trained(ctx, finish)
     check_census(ctx, finish.census, "after timing")

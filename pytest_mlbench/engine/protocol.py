@@ -136,6 +136,9 @@ class Finished:
     # a parallel case: the share of a step each of this reply's workers spent in collectives
     # (the framework's profiler, after timing); None where the engine cannot say
     collectives: list[float] | None = None
+    # training under a loss-scaling policy (amp16): the trainer's dynamic loss scale after
+    # timing (``loss_scale()``); None where the implementation reports none
+    loss_scale: float | None = None
 
 
 @dataclass(frozen=True)

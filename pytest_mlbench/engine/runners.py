@@ -164,6 +164,13 @@ class TrainRunner(Runner):
         found = getattr(self.impl, "hyperparameters", None)
         return {k: float(v) for k, v in found().items()} if callable(found) else None
 
+    def loss_scale(self) -> float | None:
+        """The trainer's dynamic loss scale now (``loss_scale()``; a loss-scaling policy's),
+        None where it has none."""
+        found = getattr(self.impl, "loss_scale", None)
+        scale = found() if callable(found) else None
+        return None if scale is None else float(np.asarray(self.adapter.to_numpy(scale)))
+
 
 class InferRunner(Runner):
     def call(self, probe: Any) -> Any:

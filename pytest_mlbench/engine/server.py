@@ -314,7 +314,12 @@ class CaseServer:
         return Finished(traces=traces, compiles=compiles, backend_compiles=backend,
                         compile_s=compile_s, policy=policy, census=census, dtypes=dtypes,
                         snapshot=snapshot, trained=trained, resident=self._resident(),
-                        collectives=self._collectives() if profile else None)
+                        collectives=self._collectives() if profile else None,
+                        loss_scale=self._loss_scale())
+
+    def _loss_scale(self) -> float | None:
+        runner = self.runner
+        return runner.loss_scale() if isinstance(runner, runners.TrainRunner) else None
 
     def _collectives(self) -> list[float] | None:
         """A parallel case's share of a step in collectives per worker, from the framework's

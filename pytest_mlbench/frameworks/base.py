@@ -216,8 +216,11 @@ def require_cpu_policy(name: str, device: str, policy: Policy) -> None:
     """For NumPy-based frameworks: CPU only, float32/float64 only."""
     if device != "cpu":
         raise Unsupported(f"{name} runs on the CPU only")
-    if policy.dtype == "bfloat16" or policy.mixed:
+    if policy.dtype == "bfloat16":
         raise Unsupported(f"{name} has no bfloat16 arithmetic")
+    if policy.mixed:
+        raise Unsupported(f"{name} has no mixed precision ({policy.name}: {policy.dtype} "
+                          f"weights, {policy.compute} compute)")
     if policy.gpu_only:
         raise Unsupported(f"{policy.name} applies to NVIDIA GPUs only")
 

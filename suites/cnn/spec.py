@@ -148,7 +148,13 @@ SPEC = Workload(
                                    trajectory=Tolerance(5e-3, 1e-4)),
                 "tf32": Tolerances(grad=Tolerance(6e-2, 6e-2),  # bf16's table
                                    trajectory=Tolerance(1.5e-1, 1.5e-1)),
-                "amp": Tolerances(grad=Tolerance(0.25, 0.25), trajectory=Tolerance(0.3, 0.3))},
+                "amp": Tolerances(grad=Tolerance(0.25, 0.25), trajectory=Tolerance(0.3, 0.3)),
+                # float16 compute flips the same ties, less often (10 bits of mantissa, as
+                # tf32): at the smoke start (2026-11-26, CPU) c1's gradient was 2.6% off in
+                # norm in torch, 2.9% in TensorFlow and 2.8-3.2% in JAX, k1's 5.1% in torch's
+                # autocast alone, where the depth rule allows 1%; this allows 10%
+                "amp16": Tolerances(grad=Tolerance(0.05, 0.05),
+                                    trajectory=Tolerance(0.05, 0.05))},
     make_data=make_data,
     make_params=make_params,
     forward=forward,

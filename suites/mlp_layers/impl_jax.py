@@ -12,6 +12,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from pytest_mlbench.builders.jax_ import loss_scaled, loss_scaling
+
 LAYERS = {"w1": "layers_0", "w2": "layers_2"}  # spec name -> the Dense's name in Sequential
 
 
@@ -52,6 +54,9 @@ class Trainer:
         check_layout(self.model, self.variables, self.batch()["x"])
         self.opt = optax.sgd(case.learning_rate)
         self.opt_state = self.opt.init(self.variables)
+        self.compile_steps(case)
+
+    def compile_steps(self, case: Any) -> None:
         self.grads = case.compile(jax.value_and_grad(self._loss))
         self.sgd_step = case.compile(self._sgd_step)
 
@@ -77,5 +82,30 @@ class Trainer:
         return loss
 
 
+class ScaledTrainer(Trainer):
+    """amp16: one compiled step with the builder's dynamic loss scale (JAX has none of its
+    own: builders/jax_.py loss_scaled), which loss_and_grads calls too, dropping its new
+    variables and scale (the unscaled gradients, that float16 alone would underflow)."""
+
+    def compile_steps(self, case: Any) -> None:
+        self.scaling = loss_scaling(case.policy, self.variables)
+        self.scaled_step = case.compile(loss_scaled(self._loss, self.opt))
+
+    def loss_and_grads(self) -> tuple[Any, dict[str, Any]]:
+        batch = self.batch()
+        loss, g, *_ = self.scaled_step(self.variables, self.opt_state, self.scaling,
+                                       batch["x"], batch["y"])
+        return loss, from_variables(g)
+
+    def step(self) -> Any:
+        batch = self.batch()
+        loss, _, self.variables, self.opt_state, self.scaling = self.scaled_step(
+            self.variables, self.opt_state, self.scaling, batch["x"], batch["y"])
+        return loss
+
+    def loss_scale(self) -> Any:
+        return self.scaling[0]
+
+
 def build(case: Any) -> Trainer:
-    return Trainer(case)
+    return ScaledTrainer(case) if case.policy.loss_scale else Trainer(case)

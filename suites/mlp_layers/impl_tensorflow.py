@@ -1,5 +1,7 @@
 """Seed MLP with Keras Dense layers and keras.optimizers.SGD on the TensorFlow backend: eager,
 tf.function or tf.function(jit_compile=True). The Dense kernel is (in, out), the spec's layout.
+Mixed precision is Keras's own: a ``mixed_bfloat16`` or ``mixed_float16`` dtype policy, and
+under amp16 keras.optimizers.LossScaleOptimizer as its custom training loops use it.
 
 Keras keeps its learning rate in a variable of its floatx (float32 by default): an fp64 run
 made under the default would step with float32(1e-2), 2e-8 away relatively, another learning
@@ -15,14 +17,17 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")  # before keras is first im
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from pytest_mlbench.builders.tensorflow_ import loss_scaled  # noqa: E402
+
 LAYERS = {"w1": 0, "w2": 1}  # spec name -> index of its Dense layer
 
 
-def make_model(w1: Any, w2: Any, mixed: bool = False) -> keras.Sequential:
-    """A Keras dtype policy per layer: float64 must not become float32; under the amp policy
-    Keras's own ``mixed_bfloat16`` (float32 variables, bfloat16 compute)."""
+def make_model(w1: Any, w2: Any, compute: str = "") -> keras.Sequential:
+    """A Keras dtype policy per layer: float64 must not become float32; under a mixed policy
+    Keras's own ``mixed_bfloat16`` (amp) or ``mixed_float16`` (amp16): float32 variables,
+    ``compute`` arithmetic."""
     dtype = w1.dtype.name
-    layer = "mixed_bfloat16" if mixed else dtype
+    layer = f"mixed_{compute}" if compute else dtype
     model = keras.Sequential([
         keras.Input((w1.shape[0],), dtype=dtype),
         keras.layers.Dense(w1.shape[1], use_bias=False, activation="tanh", dtype=layer),
@@ -53,21 +58,31 @@ class Trainer:
                                "unset KERAS_BACKEND")
         with case.adapter.device_scope():
             self.model = self.make_model(case.params["w1"], case.params["w2"],
-                                         case.policy.mixed)
-            self.opt = sgd(case.learning_rate, case.dtype)
+                                         case.policy.compute if case.policy.mixed else "")
+            self.opt = loss_scaled(sgd(case.learning_rate, case.dtype), case.policy)
             self.opt.build(self.model.trainable_variables)  # its variables, outside any trace
         self.bce = keras.losses.BinaryCrossentropy(from_logits=True, dtype=case.dtype)
         self.batch = case.batch  # the step's batch: read at every step
         self.grads = case.compile(self._loss_and_grads)
         self.sgd_step = case.compile(self._sgd_step)
 
-    def _loss_and_grads(self, x: Any, y: Any) -> Any:
+    def _scaled_loss_and_grads(self, x: Any, y: Any) -> Any:
+        """The loss and the gradients of opt.scale_loss(loss) (the loss itself but under
+        LossScaleOptimizer)."""
         with tf.GradientTape() as tape:
             loss = self.bce(y, self.model(x, training=True))
-        return loss, tape.gradient(loss, self.model.trainable_variables)
+            scaled = self.opt.scale_loss(loss)
+        return loss, tape.gradient(scaled, self.model.trainable_variables)
+
+    def _loss_and_grads(self, x: Any, y: Any) -> Any:
+        """The loss and its gradients, unscaled as LossScaleOptimizer's apply unscales them."""
+        loss, grads = self._scaled_loss_and_grads(x, y)
+        if isinstance(self.opt, keras.optimizers.LossScaleOptimizer):
+            grads = [keras.ops.divide(g, self.opt.dynamic_scale) for g in grads]
+        return loss, grads
 
     def _sgd_step(self, x: Any, y: Any) -> Any:
-        loss, grads = self._loss_and_grads(x, y)
+        loss, grads = self._scaled_loss_and_grads(x, y)
         self.opt.apply(grads, self.model.trainable_variables)
         return loss
 
@@ -84,6 +99,11 @@ class Trainer:
 
     def step(self) -> Any:
         return self.sgd_step(self.batch()["x"], self.batch()["y"])
+
+    def loss_scale(self) -> Any:
+        """LossScaleOptimizer's dynamic scale now; None where no loss is scaled."""
+        scale = getattr(self.opt, "dynamic_scale", None)
+        return None if scale is None else tf.convert_to_tensor(scale)
 
 
 def build(case: Any) -> Trainer:

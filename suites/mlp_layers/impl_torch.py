@@ -10,6 +10,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from pytest_mlbench.precision import BACKOFF, GROWTH, GROWTH_INTERVAL
+
 LAYERS = {"w1": 0, "w2": 2}  # spec name -> index of its Linear in the Sequential
 
 
@@ -32,12 +34,21 @@ class Trainer:
         self.batch = case.batch  # the step's batch: read at every step
         self.opt = torch.optim.SGD(self.model.parameters(), lr=case.learning_rate)
         self.bce = nn.BCEWithLogitsLoss()  # mean of softplus(z) - y z, as the spec's loss
-        # mixed precision (the amp policy): the forward under torch.autocast, as torch.nn
-        # code trains in bfloat16; parameters, gradients and SGD stay float32
-        self.autocast = torch.autocast(case.params["w1"].device.type,
+        # mixed precision (the amp and amp16 policies): the forward under torch.autocast, as
+        # torch.nn code trains in bfloat16 or float16; parameters, gradients and SGD stay float32
+        device = case.params["w1"].device.type
+        self.autocast = torch.autocast(device,
                                        dtype=getattr(torch, case.policy.compute or "bfloat16"),
                                        enabled=case.policy.mixed)
-        # The whole step, backward and optimizer included: dynamo traces it as one graph.
+        # loss scaling (the amp16 policy), as torch users write it: GradScaler scales the loss,
+        # steps in SGD's place (skipping a step whose gradients overflowed) and keeps the scale;
+        # disabled (a pass-through, scale 1) for every other policy
+        self.scaler = torch.amp.GradScaler(device, init_scale=case.policy.loss_scale or 1.0,
+                                           growth_factor=GROWTH, backoff_factor=BACKOFF,
+                                           growth_interval=GROWTH_INTERVAL,
+                                           enabled=bool(case.policy.loss_scale))
+        # The whole step, backward and optimizer included: dynamo traces it as one graph
+        # (under amp16 the GradScaler calls break it: dynamo runs torch.amp's code eagerly).
         self.train_step = case.compile(self._train_step)
 
     def _forward_backward(self) -> torch.Tensor:
@@ -45,12 +56,13 @@ class Trainer:
         with self.autocast:
             logits = self.model(self.batch()["x"])
         loss = self.bce(logits.float(), self.batch()["y"])
-        loss.backward()
+        self.scaler.scale(loss).backward()
         return loss.detach()
 
     def _train_step(self) -> torch.Tensor:
         loss = self._forward_backward()
-        self.opt.step()
+        self.scaler.step(self.opt)
+        self.scaler.update()
         return loss
 
     def params(self) -> dict[str, torch.Tensor]:
@@ -59,11 +71,18 @@ class Trainer:
     def loss_and_grads(self) -> tuple[Any, dict[str, Any]]:
         # Eager even for jit: the compiled step's numerics are what the trajectory check
         # compares, and a second torch.compile for this one call would double compile time.
+        # The scaled backward's gradients divided by the scale (exact: a power of two), as
+        # scaler.unscale_ would, without recording this step in the scaler's state.
         loss = self._forward_backward()
-        return loss, {k: self.model[i].weight.grad.T for k, i in LAYERS.items()}
+        scale = self.scaler.get_scale()
+        return loss, {k: self.model[i].weight.grad.T / scale for k, i in LAYERS.items()}
 
     def step(self) -> Any:
         return self.train_step()
+
+    def loss_scale(self) -> torch.Tensor | None:
+        """GradScaler's scale now; None where no loss is scaled (the scaler is off)."""
+        return torch.tensor(self.scaler.get_scale()) if self.scaler.is_enabled() else None
 
 
 def build(case: Any) -> Trainer:

@@ -66,6 +66,26 @@ def mlp(name: str, tasks: tuple[Task, ...], unsupported: Mapping[tuple[str, ...]
         unsupported=dict(unsupported or {}), implementations=implementations)
 
 
+def unit_case(workload: Workload, framework: str, adapter: Any, variant: str, policy: Any,
+              scaled: Mapping[str, float] | None = None) -> Any:
+    """``workload``'s seeded start at the smoke size as a Case of its first task, for a unit
+    test that builds an implementation in this process: ``adapter`` set up on the CPU at
+    ``policy``; ``scaled``: factors for named inputs or parameters (a gradient made to
+    overflow or underflow)."""
+    from pytest_mlbench.workloads import data as seeded
+    from pytest_mlbench.workloads.case import Case, CaseId
+
+    shape, task = workload.sizes["smoke"][0], workload.all_tasks[0]
+    inputs, params = seeded.seeded_start(workload, shape, 0, policy)
+    for name, factor in (scaled or {}).items():
+        held = inputs if name in inputs else params
+        held[name] = held[name] * np.asarray(factor, held[name].dtype)
+    adapter.setup("cpu", policy, 0)
+    cid = CaseId(workload, shape, task, framework, variant, "cpu", policy.name)
+    return Case(cid, adapter, policy, {k: adapter.asarray(v) for k, v in inputs.items()},
+                {k: adapter.asarray(v) for k, v in params.items()}, 0)
+
+
 # -- the model in each framework ------------------------------------------------------------
 
 def suite_file(relative: str) -> ModuleType:

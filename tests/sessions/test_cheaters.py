@@ -201,12 +201,22 @@ def test_parameters_drifting_to_float64_fail(checked: Session) -> None:
 
 @pytest.mark.parametrize(("framework", "variant"), [
     ("jax", "eager"), ("jax", "jit"), ("torch", "eager"), ("tensorflow", "eager")])
+@pytest.mark.parametrize(("policy", "compute"), [("amp", "bfloat16"), ("amp16", "float16")])
 def test_amp_claimed_over_float32_arithmetic_fails_saying_the_compute_was_float32(
-        checked: Session, framework: str, variant: str) -> None:
-    assert_caught(checked, f"ampf32-{framework}-{variant}-cpu-amp",
-                  r"gradient at the start: the arithmetic ran in float32, not the bfloat16 "
-                  r"compute the amp policy claims: a relative error of \S+ against the float64 "
-                  r"reference over 16512 elements")
+        checked: Session, framework: str, variant: str, policy: str, compute: str) -> None:
+    assert_caught(checked, f"ampf32-{framework}-{variant}-cpu-{policy}",
+                  rf"gradient at the start: the arithmetic ran in float32, not the {compute} "
+                  rf"compute the {policy} policy claims: a relative error of \S+ against the "
+                  r"float64 reference over 16512 elements")
+
+
+@pytest.mark.parametrize("framework", ["jax", "torch", "tensorflow"])
+def test_amp16_without_loss_scaling_fails_saying_what_amp16_trains_with(
+        checked: Session, framework: str) -> None:
+    variant = "jit" if framework == "jax" else "eager"
+    assert_caught(checked, f"ampnoscale-{framework}-{variant}-cpu-amp16",
+                  r"after timing: the amp16 policy trains with a dynamic loss scale, and this "
+                  r"trainer reports none")
 
 
 @pytest.mark.parametrize(("framework", "variant"), [
@@ -223,7 +233,9 @@ def test_the_honest_model_passes_amp_in_every_framework_that_has_it(checked: Ses
     """The suite's own mlp at amp in the same session (tests/cheats/ampok): the checks that
     fail the two above pass an implementation that really mixes."""
     for impl in ("jax-eager", "jax-jit", "torch-eager", "tensorflow-eager"):
-        assert checked[f"ampok-{impl}-cpu-amp"].status == "passed", checked.output[-3000:]
+        for policy in ("amp", "amp16"):
+            assert checked[f"ampok-{impl}-cpu-{policy}"].status == "passed", \
+                checked.output[-3000:]
 
 
 def test_an_idiom_that_is_not_the_model_fails_like_any_variant(checked: Session) -> None:

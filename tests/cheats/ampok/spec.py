@@ -1,5 +1,6 @@
-"""The honest control of ampf32 and ampmaster: the suite's own mlp at the amp policy, in every
-framework that has mixed precision, in the same session; it passes the checks they fail."""
+"""The honest control of ampf32, ampmaster and ampnoscale: the suite's own mlp at the amp and
+amp16 policies, in every framework that has mixed precision, in the same session; it passes
+the checks they fail."""
 
 from __future__ import annotations
 
@@ -10,4 +11,4 @@ from pytest_mlbench import load_suite_file
 
 SPECS = load_suite_file(Path(__file__).parents[1] / "specs.py")
 SPEC = replace(SPECS.mlp("ampok", jax=("eager", "jit"), torch=("eager",), tensorflow=("eager",)),
-               default_precisions=("amp",))
+               default_precisions=("amp", "amp16"))

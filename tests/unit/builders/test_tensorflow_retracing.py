@@ -13,8 +13,8 @@ import pytest
 
 from pytest_mlbench import train
 from pytest_mlbench.precision import POLICIES
-from pytest_mlbench.workloads import catalogue, data
-from pytest_mlbench.workloads.case import Case, CaseId
+from pytest_mlbench.workloads import catalogue
+from pytest_mlbench.workloads.case import Case
 from pytest_mlbench.workloads.optim import sgd
 
 tf = pytest.importorskip("tensorflow")
@@ -39,15 +39,9 @@ MODEL = functional.tensorflow(forward, loss).model  # type: ignore[attr-defined]
 
 
 def a_case() -> Case:
-    task = train(sgd(1e-2))
-    workload = MODELS.mlp("unit", (task,), tensorflow=("jit",))
-    shape = workload.sizes["smoke"][0]
-    inputs, params = data.seeded_start(workload, shape, 0, FP32)
-    adapter = TensorflowAdapter()
-    adapter.setup("cpu", FP32, 0)
-    cid = CaseId(workload, shape, task, "tensorflow", "jit", "cpu", "fp32")
-    return Case(cid, adapter, FP32, {k: adapter.asarray(v) for k, v in inputs.items()},
-                {k: adapter.asarray(v) for k, v in params.items()}, 0)
+    workload = MODELS.mlp("unit", (train(sgd(1e-2)),), tensorflow=("jit",))
+    return MODELS.unit_case(workload, "tensorflow", TensorflowAdapter(),  # type: ignore[no-any-return]
+                            "jit", FP32)
 
 
 class Records(logging.Handler):

@@ -35,10 +35,13 @@ def results(operands: tuple[np.ndarray, ...]) -> dict[str, np.ndarray]:
     """The same function of the same float32 operands, computed in four precisions."""
     wide = [o.astype(np.float64) for o in operands]
     bf = [o.astype(ml_dtypes.bfloat16).astype(np.float32) for o in operands]
+    half = [o.astype(np.float16).astype(np.float32) for o in operands]
     return {"float64": _model(*wide), "float32": _model(*operands),
             "float64 cast": _model(*wide).astype(np.float32),
             "bfloat16": np.tanh((bf[0] @ bf[1]).astype(ml_dtypes.bfloat16).astype(np.float32))
-            @ bf[2]}
+            @ bf[2],
+            "float16": np.tanh((half[0] @ half[1]).astype(np.float16).astype(np.float32))
+            @ half[2]}
 
 
 def test_float32_arithmetic_is_neither_too_exact_nor_too_coarse(operands: tuple) -> None:
@@ -65,20 +68,21 @@ def test_bfloat16_arithmetic_fails_as_too_coarse(operands: tuple) -> None:
         assert_arithmetic_precision(r["bfloat16"], r["float64"], policy="fp32", where="x")
 
 
-def test_amp_passes_bfloat16_compute_and_fails_float32_compute_saying_so(
-        operands: tuple) -> None:
-    """A mixed-precision (amp) result must show its bfloat16 compute: the bfloat16 one is
-    judged and passes; the float32 one, the same function computed at the storage dtype,
-    fails naming both dtypes; too few elements are not judged."""
+@pytest.mark.parametrize(("policy", "compute"), [("amp", "bfloat16"), ("amp16", "float16")])
+def test_amp_passes_its_compute_dtype_and_fails_float32_compute_saying_so(
+        operands: tuple, policy: str, compute: str) -> None:
+    """A mixed-precision result must show its compute dtype's rounding (amp: bfloat16, amp16:
+    float16): that one is judged and passes; the float32 one, the same function computed at
+    the storage dtype, fails naming both dtypes; too few elements are not judged."""
     r = results(operands)
-    judged = assert_arithmetic_precision(r["bfloat16"], r["float64"], policy="amp", where="x")
+    judged = assert_arithmetic_precision(r[compute], r["float64"], policy=policy, where="x")
     assert judged["judged"] is True and judged["error"] > arithmetic.COARSE["float32"], judged
-    with pytest.raises(AssertionError, match=r"^case x: the arithmetic ran in float32, not the "
-                                             r"bfloat16 compute the amp policy claims: a "
+    with pytest.raises(AssertionError, match=rf"^case x: the arithmetic ran in float32, not the "
+                                             rf"{compute} compute the {policy} policy claims: a "
                                              r"relative error of \S+ against the float64 "
                                              r"reference over 2048 elements"):
-        assert_arithmetic_precision(r["float32"], r["float64"], policy="amp", where="case x")
-    few = assert_arithmetic_precision(r["float32"][:2], r["float64"][:2], policy="amp",
+        assert_arithmetic_precision(r["float32"], r["float64"], policy=policy, where="case x")
+    few = assert_arithmetic_precision(r["float32"][:2], r["float64"][:2], policy=policy,
                                       where="x")
     assert few["judged"] is False and "fewer than 256" in few["why"], few
 
