@@ -23,9 +23,11 @@ import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
+import time
 import xml.etree.ElementTree as ET
 import zipfile
 from collections import Counter
@@ -284,6 +286,47 @@ def merge(out: Path, files: list[Path]) -> int:
     return 0
 
 
+def stacks(folder: Path) -> int:
+    """Where every worker of this machine's sessions is, as a session is about to be cut:
+    each is continued and sent SIGUSR2, on which it writes every thread's stack to
+    FOLDER/PID.txt (MLBENCH_STACKS, child.py); printed here, the serving thread's innermost
+    frames first, then the whole dump, and the files removed."""
+    from pytest_mlbench.engine.launcher import serving_stack
+
+    asked = []
+    mark = f"MLBENCH_STACKS={folder}".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        # only the workers that write to FOLDER: SIGUSR2 ends a process that did not ask for it
+        if b"pytest_mlbench.engine.child" not in cmdline or mark not in environ:
+            continue
+        try:
+            os.kill(int(entry.name), signal.SIGCONT)
+            os.kill(int(entry.name), signal.SIGUSR2)
+            asked.append(entry.name)
+        except OSError:
+            continue
+    print(f"gpu_check stacks: asked {len(asked)} worker(s) where they are", flush=True)
+    time.sleep(2.0)
+    for pid in asked:
+        path = folder / f"{pid}.txt"
+        text = path.read_text(errors="replace") if path.exists() else ""
+        path.unlink(missing_ok=True)
+        lines = text.splitlines()
+        print(f"gpu_check stacks: worker {pid}: {serving_stack(lines, 8) or 'wrote no stack'}")
+        for line in lines:
+            if line.strip():
+                print(f"    {line}")
+    sys.stdout.flush()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -296,11 +339,15 @@ def main(argv: list[str] | None = None) -> int:
         one.add_argument("out", type=Path)
         if name == "summary":
             one.add_argument("work", type=Path)
+    one = sub.add_parser("stacks")
+    one.add_argument("folder", type=Path)
     one = sub.add_parser("merge")
     one.add_argument("out", type=Path)
     one.add_argument("files", type=Path, nargs="*")
     args = parser.parse_args(argv)
     try:
+        if args.command == "stacks":
+            return stacks(args.folder)
         if args.command == "merge":
             return merge(args.out, [f for f in args.files if f.exists()])
         if args.command == "install":

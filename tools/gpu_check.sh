@@ -94,7 +94,8 @@ export PYTHONHASHSEED=0 TF_CPP_MIN_LOG_LEVEL=2 PYTHONDONTWRITEBYTECODE=1
 
 left() { echo $(( BUDGET - (SECONDS - START) )); }
 # step NAME SECONDS CMD...: run CMD under a timeout (the smaller of SECONDS and the budget
-# left), SIGINT first so pytest writes its JUnit and JSON files, then SIGKILL 30 s later
+# left), SIGINT first so pytest writes its JUnit and JSON files, then SIGKILL 30 s later;
+# 5 s before the cut, every worker is asked for its Python stack (tools/gpu_check.py stacks)
 step() {
   local name="$1" want="$2"; shift 2
   local limit; limit=$(left)
@@ -105,9 +106,14 @@ step() {
     return 1
   fi
   echo "== $name (at most $limit s; $(( SECONDS - START )) s so far): $*"
-  local began=$SECONDS rc
+  local began=$SECONDS rc watcher
+  # 5 s before the cut, every worker writes its stack to the log: where a cut session was
+  ( trap 'kill "$nap" 2>/dev/null; exit 0' TERM; sleep $(( limit > 10 ? limit - 5 : limit )) &
+    nap=$!; wait "$nap" && "$PY" "$ROOT/tools/gpu_check.py" stacks "$MLBENCH_STACKS" ) &
+  watcher=$!
   timeout -s INT -k 30 "$limit" "$@"
   rc=$?
+  kill "$watcher" 2>/dev/null; wait "$watcher" 2>/dev/null
   (( rc == 124 )) && echo "== $name: TIMED OUT after $limit s"
   echo "== $name: exit $rc in $(( SECONDS - began )) s"
   printf '%s\t%s\t%s\n' "$name" "$rc" "$(( SECONDS - began ))" >> "$WORK/steps.tsv"
@@ -121,7 +127,8 @@ date -u
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/mlbench-gpu-check.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
 SITE="$WORK/site" JUNIT="$WORK/junit"
-mkdir -p "$JUNIT"
+export MLBENCH_STACKS="$WORK/stacks"  # where a worker writes its stack when asked (child.py)
+mkdir -p "$JUNIT" "$MLBENCH_STACKS"
 : > "$WORK/steps.tsv"
 INSTALLED="$(cd / && "$PY" "$ROOT/tools/gpu_check.py" install "$WHEELS" "$SITE")"
 rc=$?

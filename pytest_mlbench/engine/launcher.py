@@ -22,6 +22,7 @@ import collections
 import importlib
 import os
 import pickle
+import re
 import signal
 import socket
 import subprocess
@@ -43,6 +44,9 @@ FAILED_GRACE_S = 20.0
 PROTOCOL = 7  # bumped when commands change (engine/protocol.py): an A/B worker of another
 # revision must match
 STDERR_TAIL = 12  # lines of a worker's stderr kept to show when it dies
+STDERR_KEPT = 400  # lines kept to find a hung worker's stack in (every thread's, by faulthandler)
+STACK_WAIT_S = 3.0  # how long a hung worker gets to write its stack once asked (SIGUSR1)
+STACK_FRAMES = 4  # innermost frames of the serving thread shown in a timeout's message
 POOL_VAR = "MLBENCH_POOL"  # in every worker's environment, inherited by what it starts
 
 
@@ -196,6 +200,9 @@ class StderrTail:
 
     def __init__(self, stream: Any) -> None:
         self.lines: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
+        self.kept: collections.deque[str] = collections.deque(maxlen=STDERR_KEPT)
+        self.count = 0  # lines read so far (blank ones too: a stack's blocks end with one)
+        self._more = threading.Condition()
         self._thread = threading.Thread(target=self._pump, args=(stream,), daemon=True,
                                         name="mlbench-worker-stderr")
         self._thread.start()
@@ -207,15 +214,60 @@ class StderrTail:
                     os.write(2, raw)
                 except OSError:  # our stderr closed: keep the tail all the same
                     pass
-                line = raw.decode("utf8", "replace").strip()
-                if line:
-                    self.lines.append(line[:300])
+                line = raw.decode("utf8", "replace").rstrip()
+                with self._more:
+                    if line.strip():
+                        self.lines.append(line.strip()[:300])
+                    self.kept.append(line[:300])
+                    self.count += 1
+                    self._more.notify_all()
 
     def text(self, wait: float = 1.0) -> str:
         """The kept lines as one line (`` | `` between them), after ``wait`` seconds at most
         for the pipe to drain; empty when the worker wrote nothing."""
         self._thread.join(wait)
         return " | ".join(self.lines)
+
+    def written_after(self, mark: int, wait: float, quiet: float = 0.3) -> list[str]:
+        """The lines read after the ``mark``-th, once the worker has been silent for
+        ``quiet`` seconds since its first one (or ``wait`` seconds have passed)."""
+        deadline = time.monotonic() + wait
+        with self._more:
+            seen = -1
+            while time.monotonic() < deadline:
+                if self.count == seen and self.count > mark:
+                    break
+                seen = self.count
+                self._more.wait(min(quiet, max(deadline - time.monotonic(), 0)))
+            new = self.count - mark
+            return list(self.kept)[-new:] if 0 < new <= len(self.kept) else []
+
+
+def serving_stack(lines: Sequence[str], frames: int = STACK_FRAMES) -> str:
+    """From a faulthandler dump of every thread, the innermost ``frames`` frames of the thread
+    that serves commands (the one inside ``worker_main``; else the current thread), as
+    ``file.py:LINE fn < file.py:LINE fn``: where a hung worker is. Empty for no dump."""
+    blocks: list[list[str]] = []
+    for line in lines:
+        text = line.strip()
+        if text.endswith("(most recent call first):"):
+            blocks.append([text])
+        elif blocks and text.startswith("File "):
+            blocks[-1].append(text)
+    if not blocks:
+        return ""
+    serving = [b for b in blocks if any(" in worker_main" in f for f in b[1:])]
+    current = [b for b in blocks if b[0].startswith("Current thread")]
+    chosen = (serving or current or blocks)[0]
+    shown = []
+    for frame in chosen[1:frames + 1]:
+        found = re.match(r'File "(.*)", line (\d+) in (.*)', frame)
+        if found:
+            path = found.group(1).replace(os.sep, "/").split("/")
+            shown.append(f"{'/'.join(path[-2:])}:{found.group(2)} {found.group(3)}")
+        else:
+            shown.append(frame)
+    return " < ".join(shown)
 
 
 def descendants_of(token: str) -> Iterator[int]:
@@ -410,8 +462,22 @@ class Pool:
         tails = [t for t in (self._tails[r].text(0.0) for r in pending
                              if r < len(self._tails)) if t]
         said = f"; its last stderr lines: {tails[0]}" if tails else ""
+        where = self.stack(pending[0])
+        at = f"; it was at {where}" if where else ""
         return (f"worker(s) {pending} of {len(self._conns)} (pid {pids}) did not answer "
-                f"{command!r} within {waited:.0f} s{why}; it was killed{said}")
+                f"{command!r} within {waited:.0f} s{why}{at}; it was killed{said}")
+
+    def stack(self, rank: int) -> str:
+        """Where worker ``rank`` is now: it is continued and asked for every thread's stack
+        (child.py registers faulthandler for SIGUSR1), and its serving thread's innermost
+        frames are returned; empty where it writes none within STACK_WAIT_S."""
+        if rank >= len(self._tails) or not hasattr(signal, "SIGUSR1"):
+            return ""
+        tail, proc = self._tails[rank], self._procs[rank]
+        mark = tail.count
+        _signal(proc, signal.SIGCONT)
+        _signal(proc, signal.SIGUSR1)
+        return serving_stack(tail.written_after(mark, STACK_WAIT_S))
 
     def _reply(self, rank: int, command: str) -> Any:
         conn, proc = self._conns[rank], self._procs[rank]

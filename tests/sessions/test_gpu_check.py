@@ -220,3 +220,28 @@ def test_an_unknown_session_is_one_line() -> None:
     assert done.returncode == 2
     assert done.stderr.startswith("gpu_check: --sessions is fp32,fp16, not a list of fp32, "
                                   "timed, other; accepted:") and done.stderr.count("\n") == 1
+
+
+def test_stacks_says_where_each_worker_of_its_folder_is(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """As a session is cut, `gpu_check.py stacks FOLDER` asks each worker that writes to FOLDER
+    (MLBENCH_STACKS, child.py) where it is, stopped or not, and prints its serving thread's
+    frames; a worker of another session (no such folder) is left alone: SIGUSR2 would end it."""
+    from pytest_mlbench.engine.launcher import Pool, WorkerSpec
+
+    spec = WorkerSpec("pytest_mlbench.engine.faults:faulty", 1, {})
+    with Pool(spec, timeout=60) as other:
+        folder = tmp_path / "stacks"
+        folder.mkdir()
+        monkeypatch.setenv("MLBENCH_STACKS", str(folder))
+        with Pool(spec, timeout=60) as pool:
+            pool.call("echo")
+            pool.pause()  # as a timed campaign leaves every worker but the one it times
+            gpu_check.stacks(folder)
+            mine = pool.pids[0]
+        assert other.call("echo")[0]["pid"] == other.pids[0]  # still alive and answering
+    out = capsys.readouterr().out
+    assert "asked 1 worker(s)" in out
+    assert re.search(rf"worker {mine}: .*engine/launcher\.py:\d+ worker_main", out), out
+    assert list(folder.iterdir()) == []  # each stack is printed, then its file removed

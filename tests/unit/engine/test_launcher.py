@@ -8,6 +8,7 @@ misbehave on purpose are in pytest_mlbench/engine/faults.py."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -24,6 +25,7 @@ from pytest_mlbench.engine.launcher import (
     WorkerError,
     WorkerSpec,
     WorkerTimeout,
+    serving_stack,
 )
 
 FAULTY = "pytest_mlbench.engine.faults:faulty"
@@ -154,11 +156,49 @@ def test_a_closed_pool_refuses_commands_in_one_line() -> None:
 def test_hanging_worker_times_out_and_is_killed(no_leftovers: None) -> None:
     start = time.monotonic()
     with pytest.raises(WorkerTimeout, match=r"worker\(s\) \[1\] of 2 \(pid \d+\) did not "
-                                            r"answer 'go' within 1 s"), _pool(timeout=1.0, fault_rank=1,
-                                                           fault_at="go", fault="hang") as pool:
+                                            r"answer 'go' within 1 s") as caught, \
+            _pool(timeout=1.0, fault_rank=1, fault_at="go", fault="hang") as pool:
         pool.call("go")
-    # the timeout, then terminate without the stop grace (the pool knows it failed)
-    assert time.monotonic() - start < 10.0
+    # where it hung, from its own stack (faulthandler on SIGUSR1, child.py): the sleep in
+    # faults.py, innermost first, under the serving loop
+    assert re.search(r"it was at engine/faults\.py:\d+ _maybe_fail < engine/faults\.py:\d+ "
+                     r"__call__ < engine/launcher\.py:\d+ worker_main", str(caught.value))
+    # the timeout, the stack (STACK_WAIT_S at most), then terminate without the stop grace
+    assert time.monotonic() - start < 12.0
+
+
+def test_a_stopped_hanging_worker_still_says_where_it_is(no_leftovers: None) -> None:
+    """A campaign stops (SIGSTOP) the workers it is not timing; one stopped while it hangs is
+    continued to write its stack."""
+    with pytest.raises(WorkerTimeout, match=r"it was at engine/faults\.py"), \
+            _pool(timeout=1.0, fault_rank=0, fault_at="go", fault="hang") as pool:
+        pool.pause()
+        pool.call("go")
+
+
+def test_serving_stack_reads_the_serving_thread_of_a_faulthandler_dump() -> None:
+    dump = [
+        "Thread 0x00007f01 (most recent call first):",
+        '  File "/usr/lib/python3.12/threading.py", line 359 in wait',
+        '  File "/usr/lib/python3.12/threading.py", line 1030 in _bootstrap',
+        "",
+        "Current thread 0x00007f02 (most recent call first):",
+        '  File "/site/jax/_src/compiler.py", line 395 in backend_compile_and_load',
+        '  File "/site/jax/_src/pjit.py", line 142 in _run_python_pjit',
+        '  File "/work/pytest_mlbench/engine/launcher.py", line 150 in worker_main',
+        '  File "/work/pytest_mlbench/engine/child.py", line 67 in main',
+    ]
+    assert serving_stack(dump, 3) == ("_src/compiler.py:395 backend_compile_and_load < "
+                                      "_src/pjit.py:142 _run_python_pjit < "
+                                      "engine/launcher.py:150 worker_main")
+    # the serving thread wins over the current one (the signal can land on any thread)
+    other = ["Current thread 0x00007f03 (most recent call first):",
+             '  File "/usr/lib/python3.12/selectors.py", line 468 in select']
+    assert serving_stack(other + dump[4:], 1) == "_src/compiler.py:395 backend_compile_and_load"
+    # no serving thread: the current one, else the first
+    assert serving_stack(other + dump[:3], 1) == "python3.12/selectors.py:468 select"
+    assert serving_stack(dump[:3], 1) == "python3.12/threading.py:359 wait"
+    assert serving_stack(["plain stderr noise"]) == ""
 
 
 def test_hang_during_start_times_out(no_leftovers: None) -> None:
