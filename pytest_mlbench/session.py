@@ -19,6 +19,7 @@ import contextlib
 import queue
 import threading
 from collections.abc import Mapping
+from concurrent import futures
 from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -190,21 +191,31 @@ class RunState:
 
     def _wait(self) -> None:
         """Until the campaign's thread ends, writing its progress lines as they come; Ctrl-C
-        cancels the campaign (its workers end) before it goes on."""
+        cancels the campaign (its workers end) before it goes on.
+
+        The campaign's end is its outcome's Future, never ``Thread.join``/``is_alive``: a
+        Ctrl-C that interrupts a join marks a thread still running as ended (CPython before
+        3.13 releases the thread's own lock on the way out), and the campaign was then never
+        cancelled: the session waited at exit for the call in flight (a GPU compile outlasted
+        the 30 s a cut session gets, docs/GPU.md run 14)."""
         assert self._thread is not None and self._campaign is not None
         try:
-            while self._thread.is_alive():
-                self._thread.join(0.2)
+            while not self._ended(0.2):
                 self.flush()
         except BaseException:
             self._stop()
             raise
         self.flush()
 
+    def _ended(self, timeout: float | None) -> bool:
+        """Whether the campaign has ended, after waiting ``timeout`` seconds at most."""
+        futures.wait([self._found], timeout)
+        return self._found.done()
+
     def _stop(self) -> None:
-        if self._thread is not None and self._campaign is not None and self._thread.is_alive():
+        if self._thread is not None and self._campaign is not None and not self._found.done():
             self._campaign.cancel()
-            self._thread.join()
+            self._ended(None)
 
     def flush(self) -> None:
         """The campaign's progress lines so far, from the main thread (between tests, or while

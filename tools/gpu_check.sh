@@ -147,7 +147,7 @@ fi
 
 # what a worker's start costs here, step by step (the full check only: a GPU group's minutes
 # are mostly its workers starting)
-(( QUICK || ! STARTUP )) || step startup 60 "$PY" "$ROOT/tools/gpu_startup.py" "$DEVICE" --out "$OUT/startup.json"
+(( QUICK || ! STARTUP )) || step startup 90 "$PY" "$ROOT/tools/gpu_startup.py" "$DEVICE" --out "$OUT/startup.json"
 
 # A timed torch pool that serves torch.compile cases warms inductor up on the CPU as it starts,
 # which needs a C++ compiler; without one that pool would not start and no torch case would be

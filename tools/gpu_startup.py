@@ -28,6 +28,9 @@ TORCH = {
     "torch: torch.compile on the device": "import torch; d = {dev!r}; "
         "torch.compile(lambda x: torch.tanh(x) * 2 + 1)(torch.ones(8, device=d)).sum().item()",
 }
+MATMUL = ("import jax, jax.numpy as jnp; "
+          "a = jax.device_put(jnp.ones((1536, 1536), jnp.float32), jax.devices({plat!r})[0]); "
+          "jax.jit(jnp.matmul)(a, a).block_until_ready()")
 JAX = {
     "import jax": "import jax",
     "jax: first array on the device": "import jax, jax.numpy as jnp; "
@@ -35,6 +38,13 @@ JAX = {
     "jax: jax.jit on the device": "import jax, jax.numpy as jnp; "
         "x = jax.device_put(jnp.ones(8), jax.devices({plat!r})[0]); "
         "jax.jit(lambda x: jnp.tanh(x) * 2 + 1)(x).block_until_ready()",
+    # a worker starts confined to its case's cores (threads.py), and XLA sizes its pools from
+    # that mask: on an H200 a float32 matmul peak's jit took 34-37 s in a worker (GPU run 12,
+    # docs/GPU.md). The same compile confined to one core and on every core says whether the
+    # mask is why
+    "jax: a 1536x1536 matmul's jit on the device, one core": "import os; "
+        "os.sched_setaffinity(0, {{min(os.sched_getaffinity(0))}}); " + MATMUL,
+    "jax: a 1536x1536 matmul's jit on the device, every core": MATMUL,
 }
 
 

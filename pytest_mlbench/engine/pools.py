@@ -276,9 +276,12 @@ class Pools:
                 other.pause()
 
     def stop(self) -> None:
-        """From another thread: end every worker now, so that a call in flight returns."""
+        """From another thread: end every worker now, so that a call in flight returns. Killed,
+        not asked to stop: a cancelled campaign keeps nothing of theirs, and a busy worker (a
+        compiler at work, one stopped for another's turn) would take the stop's grace and a
+        CUDA context's teardown each, one pool after the other."""
         for pool in list(self.live.values()):
-            pool.close()
+            pool.close(kill=True)
 
     def close(self) -> None:
         """End of a pass (or of the campaign): the workers' work is done and checked, and they

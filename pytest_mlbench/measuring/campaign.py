@@ -34,7 +34,6 @@ timed phase's layout (measuring/schedule.py), a case's collected results and its
 
 from __future__ import annotations
 
-import os
 import secrets
 import shutil
 import threading
@@ -73,9 +72,6 @@ __all__ = ["Campaign", "Lane", "Plan"]
 
 
 GPU_SLOTS = 2  # pools a framework keeps for a session's untimed GPU cases (_slots)
-# "0": no worker is stopped while another is timed. A diagnostic for the GPU (docs/GPU.md):
-# does stopping a process that holds a CUDA context stall the timed one? Never for a figure.
-STOP_VAR = "MLBENCH_STOP_IDLE_WORKERS"
 
 
 class Campaign:
@@ -301,8 +297,6 @@ class Campaign:
 
     def _activate(self, pool: FrameworkPool) -> None:
         """Only ``pool`` runs: every other worker (and the oracle) is stopped."""
-        if os.environ.get(STOP_VAR) == "0":
-            return
         self.pools.pause_all_but(pool)
         self.oracle.pause()
 
