@@ -222,6 +222,7 @@ def test_an_unknown_session_is_one_line() -> None:
                                   "timed, other; accepted:") and done.stderr.count("\n") == 1
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="it finds workers in /proc")
 def test_stacks_says_where_each_worker_of_its_folder_is(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
 ) -> None:
