@@ -291,29 +291,34 @@ def stacks(folder: Path) -> int:
     each is continued and sent SIGUSR2, on which it writes every thread's stack to
     FOLDER/PID.txt (MLBENCH_STACKS, child.py); printed here, the serving thread's innermost
     frames first, then the whole dump, and the files removed."""
-    from pytest_mlbench.engine.launcher import serving_stack
+    from pytest_mlbench.engine.child import STACKS_VAR
+    from pytest_mlbench.engine.launcher import carrying, serving_stack
 
     asked = []
-    mark = f"MLBENCH_STACKS={folder}".encode()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    # the workers that write to FOLDER, not what they started (which inherits the variable,
+    # not the handler: SIGUSR2 would end it)
+    for pid in carrying(STACKS_VAR, str(folder)):
         try:
-            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
-            environ = (entry / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        # only the workers that write to FOLDER: SIGUSR2 ends a process that did not ask for it
-        if b"pytest_mlbench.engine.child" not in cmdline or mark not in environ:
-            continue
-        try:
-            os.kill(int(entry.name), signal.SIGCONT)
-            os.kill(int(entry.name), signal.SIGUSR2)
-            asked.append(entry.name)
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            if b"pytest_mlbench.engine.child" not in cmdline:
+                continue
+            os.kill(pid, signal.SIGCONT)
+            os.kill(pid, signal.SIGUSR2)
+            asked.append(str(pid))
         except OSError:
             continue
     print(f"gpu_check stacks: asked {len(asked)} worker(s) where they are", flush=True)
-    time.sleep(2.0)
+    # until every file has stopped growing (a dump is a few hundred small writes, and a loaded
+    # host can hold a continued worker back for a while), 10 s at most
+    sizes: dict[str, int] = {}
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = {pid: (folder / f"{pid}.txt").stat().st_size
+               if (folder / f"{pid}.txt").exists() else 0 for pid in asked}
+        if now == sizes and all(now.values()):
+            break
+        sizes = now
     for pid in asked:
         path = folder / f"{pid}.txt"
         text = path.read_text(errors="replace") if path.exists() else ""

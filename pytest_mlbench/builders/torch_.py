@@ -24,6 +24,7 @@ from pytest_mlbench.builders.model import (
     split_inputs,
     tree_map,
 )
+from pytest_mlbench.errors import Unsupported
 
 
 def build(model: Model, case: Any) -> Any:
@@ -71,8 +72,6 @@ def runs_at_compute(fn: Callable[..., Any], p: Any, case: Any) -> None:
         reason = str(exc).splitlines()[0].split(". ")[0]  # oneDNN's first sentence
         if not any(marker in reason for marker in NO_HALF):
             raise
-        from pytest_mlbench.errors import Unsupported
-
         raise Unsupported(f"torch {torch.__version__}'s CPU autocast cannot run this model at "
                           f"float16: {reason}") from exc
 

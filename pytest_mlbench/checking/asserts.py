@@ -36,18 +36,22 @@ MIXED = tuple(name for name, policy in POLICIES.items() if policy.mixed)
 # (docs/MEASURING.md), with room for a seed's kinks
 MIXED_UNITS = (6.0, 12.0)
 
+
+def _mixed(compute: str) -> Tolerances:
+    """A mixed-precision policy's tolerances for one layer of rounded arithmetic: the compute
+    dtype's unit roundoff times MIXED_UNITS (``tolerances`` scales them by the square root of
+    the model's depth)."""
+    start, steps = (units * UNIT[compute] for units in MIXED_UNITS)
+    return Tolerances(Tolerance(start, start), Tolerance(steps, steps))
+
+
 TOLERANCES: dict[str, Tolerances] = {
     "fp64": Tolerances(Tolerance(1e-7, 1e-9), Tolerance(1e-6, 1e-8)),
     "fp32": Tolerances(Tolerance(1e-4, 1e-5), Tolerance(1e-3, 1e-4)),
     "tf32": Tolerances(Tolerance(1e-2, 1e-2), Tolerance(3e-2, 3e-2)),
     "bf16": Tolerances(Tolerance(6e-2, 6e-2), Tolerance(1.5e-1, 1.5e-1)),
-    # mixed precision, for one layer of rounded arithmetic: bfloat16's unit roundoff u = 2^-8
-    # times MIXED_UNITS; ``tolerances`` scales it by the square root of the model's depth
-    "amp": Tolerances(Tolerance(*2 * (MIXED_UNITS[0] * UNIT["bfloat16"],)),
-                      Tolerance(*2 * (MIXED_UNITS[1] * UNIT["bfloat16"],))),
-    # the same rule at float16's unit roundoff 2^-11
-    "amp16": Tolerances(Tolerance(*2 * (MIXED_UNITS[0] * UNIT["float16"],)),
-                        Tolerance(*2 * (MIXED_UNITS[1] * UNIT["float16"],))),
+    # every mixed policy (amp: bfloat16 compute, amp16: float16) by the same rule
+    **{name: _mixed(policy.compute) for name, policy in POLICIES.items() if policy.mixed},
 }
 
 

@@ -274,7 +274,13 @@ def descendants_of(token: str) -> Iterator[int]:
     """Processes whose environment carries ``POOL_VAR=token``: a pool's workers and whatever
     they started, even in a session of its own (setsid) or after its parent died (reparented
     away from the worker). Linux's /proc only; nothing elsewhere."""
-    needle = f"{POOL_VAR}={token}".encode()
+    return carrying(POOL_VAR, token)
+
+
+def carrying(name: str, value: str) -> Iterator[int]:
+    """Processes but this one whose environment sets ``name`` to ``value`` (Linux's /proc;
+    nothing elsewhere, nor a process that is not ours to read)."""
+    needle = f"{name}={value}".encode()
     try:
         pids = [int(d) for d in os.listdir("/proc") if d.isdigit()]
     except OSError:

@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -222,6 +223,16 @@ def test_an_unknown_session_is_one_line() -> None:
                                   "timed, other; accepted:") and done.stderr.count("\n") == 1
 
 
+def waiting_for_a_command(pid: int) -> None:
+    """Until the worker's main thread sleeps in its read of the next command: one stopped
+    while it still sends its reply is dumped mid-write, and faulthandler, reading that
+    thread's frames from another thread as it runs on, can lose its way there."""
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "S":
+        assert time.monotonic() < deadline, f"worker {pid} never waited for a command"
+        time.sleep(0.01)
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="it finds workers in /proc")
 def test_stacks_says_where_each_worker_of_its_folder_is(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
@@ -238,6 +249,7 @@ def test_stacks_says_where_each_worker_of_its_folder_is(
         monkeypatch.setenv("MLBENCH_STACKS", str(folder))
         with Pool(spec, timeout=60) as pool:
             pool.call("echo")
+            waiting_for_a_command(pool.pids[0])
             pool.pause()  # as a timed campaign leaves every worker but the one it times
             gpu_check.stacks(folder)
             mine = pool.pids[0]
