@@ -26,6 +26,24 @@ from pytest_mlbench.precision import Policy
 
 RECOMPILE_LIMIT = 256  # dynamo entries a code object may keep (see setup)
 
+
+def share_precompiled_headers() -> None:
+    """inductor's precompiled header (a ~150 MB ``.gch`` of ATen's vector headers, 4-5 s of
+    g++ on a 2-core host) beside the rest of its cache, in TORCHINDUCTOR_CACHE_DIR. inductor
+    puts it under the temporary folder instead (``codecache._HEADER_DIR``, from
+    ``tempfile.gettempdir()`` at import): a worker's temporary folder is its session's, so
+    every session built it again even where the sessions shared a compile cache, and a
+    process with the system's temporary folder left one in /tmp for good. The header's file
+    name is a hash of its preprocessed text, flags and compiler, and it is built under a lock,
+    so sessions that share the folder share it safely. A torch without the attribute keeps
+    its own place."""
+    from torch._inductor import codecache
+
+    cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if cache and hasattr(codecache, "_HEADER_DIR") and hasattr(codecache, "_HEADER_LOCK_DIR"):
+        codecache._HEADER_DIR = os.path.join(cache, "precompiled_headers")
+        codecache._HEADER_LOCK_DIR = os.path.join(codecache._HEADER_DIR, "locks")
+
 class TorchAdapter:
     name = "torch"
     modules: tuple[str, ...] = ("torch",)
@@ -214,6 +232,7 @@ class TorchAdapter:
             raise Unsupported(f"torch has no {variant} variant")
         from torch._inductor.compile_fx import compile_fx
 
+        share_precompiled_headers()
         graphs = [0]
 
         def counting_inductor(gm: Any, example_inputs: Any) -> Any:
@@ -239,6 +258,7 @@ class TorchAdapter:
         import torch
 
         where = "cuda" if device == "gpu" else "cpu"
+        share_precompiled_headers()
         torch.compile(lambda x: torch.tanh(x) * 2 + 1)(torch.ones(8, device=where)).sum().item()
         torch._dynamo.reset()
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import _thread
 import queue
+import signal
 import threading
+from collections.abc import Iterator
 from concurrent.futures import Future
 
 import pytest
@@ -35,6 +37,17 @@ def waiting_state(campaign: Campaign) -> RunState:
     state._thread = threading.Thread(target=run, daemon=True)
     state._thread.start()
     return state
+
+
+@pytest.fixture(autouse=True)
+def _ctrl_c_raises() -> Iterator[None]:
+    """Python's own SIGINT handler while the test runs: a shell that starts pytest in the
+    background ignores SIGINT, and interrupt_main then simulates nothing."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 @pytest.mark.parametrize("after", [0.05, 0.3, 0.55])

@@ -75,6 +75,22 @@ def test_a_second_torch_case_set_up_keeps_the_first_cases_compiled_step() -> Non
     assert (first.traces(), second.traces()) == (1, 1)
 
 
+@pytest.mark.skipif("torch" not in INSTALLED, reason="torch is not installed")
+def test_torch_builds_its_precompiled_header_in_the_shared_compile_cache(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """inductor's ~150 MB precompiled header goes where the rest of its cache goes, so the
+    sessions of a test run that share a compile cache build it once (inductor's own place
+    is under each session's temporary folder, and /tmp in a process that has no other)."""
+    from torch._inductor import codecache
+
+    monkeypatch.setattr(codecache, "_HEADER_DIR", codecache._HEADER_DIR)
+    monkeypatch.setattr(codecache, "_HEADER_LOCK_DIR", codecache._HEADER_LOCK_DIR)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    adapter_for("torch").compile(lambda x: x * 2, "jit")
+    assert codecache._HEADER_DIR == str(tmp_path / "cache" / "precompiled_headers")
+    assert codecache._HEADER_LOCK_DIR == str(tmp_path / "cache" / "precompiled_headers" / "locks")
+
+
 def test_jax_counts_every_compilation_and_only_the_implementations_own_as_its_jit() -> None:
     """Eager dispatch compiling a primitive for each new Python value is a compilation (it
     may not happen while timed) but not the implementation's jit; a jitted helper of optax's
