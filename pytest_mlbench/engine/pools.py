@@ -88,8 +88,9 @@ class FrameworkPool:
 
     def _call(self, command: p.Command, timeout: float | None = None,
               label: str = "") -> list[Any]:
+        pool = self.live()  # its own error says why the workers are gone: not recorded again
         try:
-            return self.live().call(command.name, command, timeout, label)
+            return pool.call(command.name, command, timeout, label)
         except WorkerError as exc:
             self.ended = self.ended or str(exc)
             raise

@@ -149,8 +149,7 @@ class Campaign:
                 runs = self._untimed_phase(timed, alive, p)
             if last is not None:
                 done += 1
-                self.progress.group_done(p, *last, len(timed), done,
-                                         verdicts=verdicts(finished))
+                self._group_done(p, last, timed, done, finished)
             timed, last, finished = runs, (group, begun), states
             for run in runs:
                 self.progress.long_case(p, run.spec["name"], run.round_s, self.rounds_for(run),
@@ -162,9 +161,18 @@ class Campaign:
         with self.sheet.phase(p, "untimed"):
             self._untimed_phase(timed, [], p)
         if last is not None:
-            self.progress.group_done(p, *last, len(timed), done + 1,
-                                     verdicts=verdicts(finished))
+            self._group_done(p, last, timed, done + 1, finished)
         self.pools.close()
+
+    def _group_done(self, p: int, group: tuple[str, float], runs: Sequence[CaseRun], done: int,
+                    states: Sequence[CaseState]) -> None:
+        """A group's progress line: the cases that recorded timed rounds, and its verdicts. A
+        cancelled campaign prints none: its cases' errors are the cancel's own (their workers
+        killed under them), not what the cases did."""
+        if self.cancelled:
+            raise KeyboardInterrupt("the campaign was cancelled")
+        timed = sum(1 for run in runs if run.recorded)
+        self.progress.group_done(p, *group, timed, done, verdicts=verdicts(states))
 
     def _untimed_phase(self, finish: Sequence[CaseRun], prepare: Sequence[CaseState],
                        p: int) -> list[CaseRun]:
@@ -213,6 +221,8 @@ class Campaign:
                 if left[group]:
                     return
                 done = sum(1 for n in left.values() if not n)
+            if self.cancelled:  # its errors are the cancel's (see _group_done)
+                raise KeyboardInterrupt("the campaign was cancelled")
             self.progress.group_done(0, group, begun[group], 0, done, timed=False,
                                      verdicts=verdicts(members[group]))
 

@@ -148,6 +148,19 @@ def test_the_summary_fails_a_failed_case_and_a_session_cut_by_its_timeout(
     assert "FAILED test_case[mlp-torch-jit-gpu-fp32]: failure here: by 3.2x, rtol 1e-3" in out
 
 
+def test_an_interrupted_sessions_placeholder_counts_as_no_case(tmp_path: Path) -> None:
+    """pytest cut by SIGINT writes tests="0" and one unnamed testcase: run 17 on an H200
+    counted it as a passing case."""
+    (tmp_path / "out").mkdir()
+    (tmp_path / "junit").mkdir()
+    (tmp_path / "junit" / "timed-mlp-gpt.xml").write_text(
+        '<?xml version="1.0" encoding="utf-8"?><testsuites name="pytest tests"><testsuite '
+        'name="pytest" errors="0" failures="0" skipped="0" tests="0" time="258.350">'
+        '<testcase time="0.001" /></testsuite></testsuites>')
+    rc, summary = judge(tmp_path, ["timed-mlp-gpt\t124\t260"])
+    assert rc == 1 and summary["sessions"]["timed-mlp-gpt"]["counts"] == {}, summary
+
+
 def test_merge_keeps_every_sessions_timed_cases_and_leaves_a_cut_one_out(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     first = {"machine_info": {"node": "h200"}, "benchmarks": [{"name": "a"}, {"name": "b"}]}

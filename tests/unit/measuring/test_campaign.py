@@ -281,6 +281,49 @@ def test_the_progress_line_foretells_later_processes_from_their_own_pace(
     assert unchecked.eta(2, 0) == "20 s so far, about 80 s left"
 
 
+def pass_of_one_group(monkeypatch: pytest.MonkeyPatch, timing: Any) -> tuple[Campaign, list[str]]:
+    """A timed campaign whose one group prepares two runs and times them with ``timing``
+    (called with the runs and the campaign); no pool or worker starts."""
+    campaign, lines = campaign_of(True), []
+    states = list(campaign.states.values())
+    runs = [case_run(FakePool()) for _ in range(2)]
+    prepared = iter([runs, []])
+    monkeypatch.setattr(campaign.host, "take", lambda: None)
+    monkeypatch.setattr(campaign, "_start_pools", lambda p: None)
+    monkeypatch.setattr(campaign, "_groups", lambda: [("mlp", states)])
+    monkeypatch.setattr(campaign, "_untimed_phase", lambda finish, prepare, p: next(prepared))
+    monkeypatch.setattr(campaign, "rounds_for", lambda run: 5)
+    monkeypatch.setattr(campaign, "_measure_peaks", lambda runs, p: None)
+    monkeypatch.setattr(campaign, "_interleave", lambda runs, p: timing(runs, campaign))
+    monkeypatch.setattr(campaign.progress, "write", lines.append)
+    return campaign, lines
+
+
+def test_the_progress_line_counts_the_cases_that_recorded_timed_rounds(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not the cases prepared: a GPU session cut in its untimed phase said "9 case(s)
+    checked and timed" with nothing timed."""
+    def one_timed(runs: list[pipeline.CaseRun], campaign: Campaign) -> None:
+        runs[0].recorded.append(pipeline.RecordedRound(0.1, 0, 0))
+
+    campaign, lines = pass_of_one_group(monkeypatch, one_timed)
+    campaign._pass(0)
+    assert len(lines) == 1 and ": 1 case(s) checked and timed in" in lines[0], lines
+
+
+def test_a_cancelled_pass_prints_no_verdicts_for_the_group_it_cut(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a cancel the group's cases end in errors of the cancel's making (their workers
+    killed under them: "exited with signal 9 ... the out-of-memory killer?"), not theirs."""
+    def cancelled(runs: list[pipeline.CaseRun], campaign: Campaign) -> None:
+        campaign.cancelled = True
+
+    campaign, lines = pass_of_one_group(monkeypatch, cancelled)
+    with pytest.raises(KeyboardInterrupt, match="cancelled"):
+        campaign._pass(0)
+    assert lines == []
+
+
 def test_a_campaign_counts_its_groups_and_passes_for_the_progress_line() -> None:
     assert (campaign_of(True).progress.groups, campaign_of(True).progress.passes) == (1, 3)
     assert campaign_of(False).progress.passes == 1
