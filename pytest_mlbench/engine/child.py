@@ -13,6 +13,8 @@ thread holds the GIL in native code): the parent asks a worker that did not answ
 where it is before killing it. Where MLBENCH_STACKS names a folder, SIGUSR2 writes the same to
 a file of that folder named after the worker's pid: tools/gpu_check.sh asks every worker so as
 it cuts a session (pytest's capture would swallow what the workers write to stderr then).
+A native crash writes the same as it happens, which the parent's one line about the crash
+quotes (launcher.Pool.died).
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ def answer_stack_requests() -> None:
     if not hasattr(signal, "SIGUSR1"):
         return
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
+    # and where a native crash (SIGSEGV, SIGABRT, ...) found each thread, for its one line
+    faulthandler.enable(file=sys.stderr, all_threads=True)
     folder = os.environ.get(STACKS_VAR)
     if folder and os.path.isdir(folder):
         _stack_file = open(os.path.join(folder, f"{os.getpid()}.txt"), "w")  # noqa: SIM115

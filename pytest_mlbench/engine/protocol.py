@@ -283,7 +283,7 @@ class Fetch(CaseCommand[Fetched]):
 @dataclass(frozen=True)
 class Finish(CaseCommand[Finished]):
     evaluate: bool = True  # training: loss and gradient where training took the parameters
-    profile: bool = True  # a parallel case: its share of a step in collectives (a timed first pass)
+    profile: bool = True  # a parallel case: its share of a step in collectives (timed runs)
     name: ClassVar[str] = "finish"
 
 

@@ -190,12 +190,33 @@ def torch_collective_share(run: Callable[[], Any], steps: int) -> list[float]:
         if cuda:
             torch.cuda.synchronize()
         wall = time.perf_counter() - start
+        if not cuda:
+            _drain_gloo()
     events = prof.key_averages()
     if cuda:
         total = sum(e.device_time_total for e in events if "nccl" in e.key.lower())
     else:
-        total = sum(e.cpu_time_total for e in events if e.key.startswith("gloo:"))
+        total = sum(e.cpu_time_total for e in events  # the drain's barriers: not the step's
+                    if e.key.startswith("gloo:") and "barrier" not in e.key)
     return [min(1.0, total / 1e6 / wall)]
+
+
+def _drain_gloo() -> None:
+    """Return once every gloo work this rank started has finished, its profiler record
+    included. gloo completes a work's future before its thread closes the work's profiler
+    event (``Work::finish``), so a step that waited on its all-reduces (DDP's buckets,
+    FSDP's gathers) could leave the profiler while a gloo thread was about to write to it:
+    rank processes died in ``profile.__exit__`` with SIGSEGV, or glibc's "free(): invalid next
+    size", about one profiled window in thirty. A gloo barrier completes only after the work
+    queued or running before it on its process group has finished, so one on every group the
+    rank's collectives use (the world and each mesh's, in the same order on every rank)
+    closes that window."""
+    import torch.distributed as dist
+
+    groups = [dist.group.WORLD] + [mesh.get_group(dim) for mesh in _MESHES.values()
+                                   for dim in range(mesh.ndim)]
+    for group in groups:
+        dist.barrier(group=group)
 
 
 class MeshTrainer:

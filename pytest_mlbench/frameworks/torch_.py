@@ -44,6 +44,7 @@ def share_precompiled_headers() -> None:
         codecache._HEADER_DIR = os.path.join(cache, "precompiled_headers")
         codecache._HEADER_LOCK_DIR = os.path.join(codecache._HEADER_DIR, "locks")
 
+
 class TorchAdapter:
     name = "torch"
     modules: tuple[str, ...] = ("torch",)

@@ -392,9 +392,7 @@ class CaseRun:
             uncounted = self._audit()
         with spend("checks_after"):
             memory = self._ask(p.MeasurePeakMemory()).found if self.full else None
-            # collectives under the framework's profiler once a case, in the first pass:
-            # torch's crashed a data-parallel worker in two main jobs (docs/DISTRIBUTED.md)
-            done = self._ask(p.Finish(self.full, profile=self.timed and self.full))
+            done = self._ask(p.Finish(self.full, profile=self.timed))
             phases.check_finish(self.ctx, done)
         self.compile_s = done.compile_s
         return PassFacts(

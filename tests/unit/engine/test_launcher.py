@@ -111,11 +111,13 @@ def test_worker_dying_without_a_word_is_reported_with_its_exit_code(no_leftovers
 
 
 @pytest.mark.parametrize(("fault", "said"), [
-    ("segv", r"worker 1 \(pid \d+\) exited with signal 11 \(SIGSEGV\) without answering 'go'"),
+    ("segv", r"worker 1 \(pid \d+\) exited with signal 11 \(SIGSEGV\) without answering 'go'; "
+             r"it crashed at engine/faults\.py:\d+ _maybe_fail < engine/faults\.py:\d+ __call__"),
     ("exit0", r"worker 1 \(pid \d+\) exited with code 0 without answering 'go'"),
     ("interrupt", r"worker 1 \(pid \d+\) raised KeyboardInterrupt \(at .*faults.py:\d+"),
-    ("stderr", r"exited with signal 6 \(SIGABRT\) .*its last stderr lines: noise \| F "
-               r"external/xla/parse_flags.cc:1: Unknown flag in XLA_FLAGS: --xla_garbage"),
+    ("stderr", r"exited with signal 6 \(SIGABRT\) .*; it crashed at engine/faults\.py:\d+ "
+               r".*its last stderr lines: noise \| F external/xla/parse_flags.cc:1: Unknown "
+               r"flag in XLA_FLAGS: --xla_garbage \(a crash"),
 ])
 def test_a_worker_that_dies_is_one_line_naming_how_and_its_last_stderr(
         no_leftovers: None, fault: str, said: str, capfd: pytest.CaptureFixture[str]) -> None:

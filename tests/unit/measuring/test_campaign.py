@@ -324,30 +324,6 @@ def test_a_cancelled_pass_prints_no_verdicts_for_the_group_it_cut(
     assert lines == []
 
 
-@pytest.mark.parametrize(("timed", "full", "profiled"),
-                         [(True, True, True), (True, False, False), (False, True, False)])
-def test_collectives_are_profiled_once_a_case_in_the_first_timed_pass(
-        monkeypatch: pytest.MonkeyPatch, timed: bool, full: bool, profiled: bool) -> None:
-    """torch's profiler crashed a data-parallel worker in two main jobs (a SIGSEGV under
-    kineto, a corrupted heap without it): a case is profiled once, not in every pass."""
-    run = case_run(FakePool())
-    run.timed, run.full = timed, full
-    run.ctx.arithmetic = {}  # type: ignore[misc]
-    asked: list[Any] = []
-
-    def ask(command: Any) -> Any:
-        asked.append(command)
-        return SimpleNamespace(found=None, compile_s=None, compiles=0, census={}, resident=None,
-                               collectives=None)
-
-    monkeypatch.setattr(run, "_audit", lambda: [])
-    monkeypatch.setattr(run, "_ask", ask)
-    monkeypatch.setattr(pipeline.phases, "check_finish", lambda ctx, done: None)
-    run.finish()
-    [finish] = [c for c in asked if isinstance(c, protocol.Finish)]
-    assert finish.profile is profiled
-
-
 def test_a_campaign_counts_its_groups_and_passes_for_the_progress_line() -> None:
     assert (campaign_of(True).progress.groups, campaign_of(True).progress.passes) == (1, 3)
     assert campaign_of(False).progress.passes == 1
