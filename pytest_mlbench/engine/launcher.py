@@ -201,6 +201,7 @@ class StderrTail:
     def __init__(self, stream: Any) -> None:
         self.lines: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
         self.kept: collections.deque[str] = collections.deque(maxlen=STDERR_KEPT)
+        self.dump: list[str] = []  # faulthandler's dump of a native crash, kept out of the rest
         self.count = 0  # lines read so far (blank ones too: a stack's blocks end with one)
         self._more = threading.Condition()
         self._thread = threading.Thread(target=self._pump, args=(stream,), daemon=True,
@@ -209,14 +210,16 @@ class StderrTail:
 
     def _pump(self, stream: Any) -> None:
         with stream:
-            crashed = False  # from faulthandler's dump of a native crash on: kept, not passed on
             for raw in iter(stream.readline, b""):
                 line = raw.decode("utf8", "replace").rstrip()
-                # (the dump names the harness's frames; the crash's one line says where it was)
-                crashed = crashed or line.startswith("Fatal Python error")
+                # faulthandler's dump of a native crash, and all after it, goes to ``dump``
+                # only: it names the harness's frames, and would crowd out of ``lines`` what
+                # the worker said before (the crash's one line says where it was)
+                if self.dump or line.startswith("Fatal Python error"):
+                    self.dump.append(line[:300])
+                    continue
                 try:
-                    if not crashed:
-                        os.write(2, raw)
+                    os.write(2, raw)
                 except OSError:  # our stderr closed: keep the tail all the same
                     pass
                 with self._more:
@@ -422,27 +425,14 @@ class Pool:
             code = proc.wait(2.0)
         except subprocess.TimeoutExpired:
             code = None
-        tail, where = self._last_words(rank)
-        said = f"; its last stderr lines: {tail}" if tail else "; it wrote nothing to stderr"
+        tail = self._tails[rank] if rank < len(self._tails) else None
+        text = tail.text() if tail else ""  # waits for the pipe to drain
+        said = f"; its last stderr lines: {text}" if text else "; it wrote nothing to stderr"
+        # a native crash: where it was, from the dump faulthandler wrote (child.py)
+        where = serving_stack(tail.dump) if tail else ""
         crashed = f"; it crashed at {where}" if where else ""
         return (f"worker {rank} (pid {proc.pid}) {exit_text(code)} without answering "
                 f"{command!r}{crashed}{said}{hint(code)}")
-
-    def _last_words(self, rank: int) -> tuple[str, str]:
-        """A dead worker's last stderr lines (`` | `` between them), and where it was if it
-        crashed in native code (``autograd/profiler.py:434 __exit__ < ...``, from the dump
-        faulthandler writes as the crash happens, child.py). The lines are those written
-        before the dump: the dump's own would crowd out what the process said (XLA's "Unknown
-        flag" before its abort)."""
-        if rank >= len(self._tails):
-            return "", ""
-        tail = self._tails[rank].text()  # waits for the pipe to drain
-        kept = list(self._tails[rank].kept)
-        crash = next((i for i in range(len(kept) - 1, -1, -1)
-                      if kept[i].startswith("Fatal Python error")), None)
-        if crash is None:
-            return tail, ""
-        return " | ".join(kept[max(0, crash - STDERR_TAIL):crash]), serving_stack(kept[crash:])
 
     def pause(self) -> None:
         """SIGSTOP every worker: nothing of theirs runs until ``resume``."""
