@@ -29,9 +29,9 @@ from pytest_mlbench.judging import regression, sessions
 from pytest_mlbench.measuring import hostspeed
 from pytest_mlbench.options import OptionError, build_gate_settings, parse_alpha, parse_percent
 from pytest_mlbench.reporting import machines as compare
+from pytest_mlbench.reporting import mfu, scaling
 from pytest_mlbench.reporting import normalised as report
-from pytest_mlbench.reporting import scaling
-from pytest_mlbench.storing import fingerprint
+from pytest_mlbench.storing import compile_cache, fingerprint
 from pytest_mlbench.storing.baselines import BaselineError, is_explicit
 from pytest_mlbench.storing.runs import Run, load_run
 
@@ -44,6 +44,7 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     top.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = top.add_subparsers(dest="command", required=True)
+    compile_cache.add_command(sub)  # pytest-mlbench cache [clear]: storing/compile_cache.py
     rep = sub.add_parser("report", help="tables and charts of saved runs",
                          formatter_class=argparse.RawDescriptionHelpFormatter,
                          description=__doc__.split("\n\n", 1)[1])
@@ -74,6 +75,10 @@ def parser() -> argparse.ArgumentParser:
                      help="the project's root folder. Default: the current folder")
     ini.add_argument("--suites", default="benchmarks",
                      help="the folder of workload folders, inside the project. Default: benchmarks")
+    ini.add_argument("--example", action="append", default=[], metavar="NAME",
+                     help="copy this shipped workload (cnn, gpt, lstm, mlp, vit, ...) into the "
+                          "suites folder, with the folder it reuses; repeat for more. Default: "
+                          "example, a least-squares workload in NumPy")
     return top
 
 
@@ -81,7 +86,7 @@ def init(args: argparse.Namespace) -> int:
     from pytest_mlbench import scaffold
 
     try:
-        lines = scaffold.init(args.root, args.suites)
+        lines = scaffold.init(args.root, args.suites, args.example)
     except scaffold.InitError as exc:
         print(f"{PROG} init: error: {exc}", file=sys.stderr)
         return 2
@@ -118,6 +123,8 @@ def one_run(args: argparse.Namespace, run: Run, plots: ModuleType | None) -> Lin
         lines.append(probe)
     if args.processes:
         lines += report.process_table(records, hostspeed.of_run(run.machine_info))
+    if table := mfu.mfu_table(records, mfu.gpu_name(run.machine_info)):
+        lines += ["", "model FLOPs utilisation (GPU cases):", *table, mfu.legend()]
     if table := scaling.scaling_table(records):
         lines += ["", "parallel strategies, scaling:", *table, scaling.legend()]
     if args.time:
@@ -139,7 +146,7 @@ def time_spent(run: Run) -> Lines:
         return ["where the time went: not recorded in this run (saved before runs kept it)"]
     try:
         return ["", "where the time went (seconds):", *timesheet.lines(spent)]
-    except (TypeError, ValueError, AttributeError) as exc:
+    except (TypeError, ValueError, AttributeError, KeyError) as exc:
         raise BaselineError(f"{run.where}: machine_info.mlbench.time_spent is malformed "
                             f"({exc}): it should be a timesheet's JSON") from None
 
@@ -247,6 +254,8 @@ def run(args: argparse.Namespace, plots: ModuleType | None) -> tuple[Lines, int]
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.command == "cache":
+        return compile_cache.command(args)
     if args.command == "init":
         return init(args)
     plots = plots_module() if args.plots else None

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_mlbench.parallel import STRATEGIES
+from pytest_mlbench.parallel import STRATEGIES, refusal
 from pytest_mlbench.precision import POLICIES
 
 # the gate's marker, registered by plugin.py in every session (its text lives here, with the
@@ -27,7 +27,7 @@ FRAMEWORK_ALIASES = {"np": "numpy", "pytorch": "torch", "tf": "tensorflow"}
 VARIANTS = ("eager", "jit", "xla")
 VARIANT_ALIASES = {"compiled": "jit"}
 DEVICES = ("cpu", "gpu", "tpu", "auto")
-SIZES = ("smoke", "default", "paper")
+SIZES = ("smoke", "default", "paper", "gpu")  # gpu: only the workloads that have it
 AFFINITIES = ("off", "pin")
 AUTO = ("auto",)  # --mlbench-precision left unset: a workload's default_precisions apply
 FALLBACK_PRECISION = "fp32"  # for workloads that declare no default precision
@@ -67,7 +67,8 @@ class Settings:
     processes: int = DEFAULT_PROCESSES  # fresh worker processes each timed case is sampled in
     affinity: str = "off"  # leave thread placement to the OS, or pin the busy threads
     ab: str = ""  # "" or the revision (git ref, or python:<interpreter>) to compare against
-    compile_cache: str = ""  # "" or a folder kept across sessions that time nothing
+    compile_cache: str = ""  # a folder kept across sessions, "cold", or "" (the default one)
+    force_size: bool = False  # run a size on a device it is not made for (the gpu size on a CPU)
 
 
 # -- parse functions: a string in, a value or OptionError out ---------------------------------
@@ -221,6 +222,11 @@ def parse_folder(value: str) -> str:
     return os.path.abspath(text)
 
 
+def parse_compile_cache(value: str) -> str:
+    """``cold``, or a folder (parse_folder)."""
+    return "cold" if value.strip().lower() == "cold" else parse_folder(value)
+
+
 # -- the table ----------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -261,7 +267,12 @@ def option_table(frameworks: tuple[str, ...] = FRAMEWORKS) -> tuple[Option, ...]
                + ", ".join(f"{p.name} ({p.summary})" for p in POLICIES.values()),
                parse_precisions, many=True),
         Option("size", "default", "size profile: smoke (seconds, for tests), default, paper "
-               "(the seed articles' full sizes)", lambda v: parse_one(v, SIZES)),
+               "(the seed articles' full sizes), gpu (GPT-2 124M and ViT-B/16, for one GPU: "
+               "the workloads that have it)", lambda v: parse_one(v, SIZES)),
+        Option("force-size", "no",
+               "run a size on a device it is not made for (the gpu size on a CPU: minutes a "
+               "step), which otherwise skips saying so; give it bare or yes/no",
+               parse_switch, switch=True),
         Option("seed", "0", "seed of the NumPy Generator that makes every input and weight",
                parse_seed),
         Option("workers", "1,2",
@@ -293,10 +304,12 @@ def option_table(frameworks: tuple[str, ...] = FRAMEWORKS) -> tuple[Option, ...]
                "thread cannot leave a core something else is busy on)",
                lambda v: parse_one(v, AFFINITIES)),
         Option("compile-cache", "",
-               "a folder where sessions that time nothing (--benchmark-disable) keep torch's and "
-               "numba's compiled code from one session to the next; a timed session always "
-               "compiles into a fresh folder of its own (its compile times are cold)",
-               parse_folder),
+               "the folder where every worker of a run keeps what it compiles (torch inductor's, "
+               "numba's and XLA's persistent caches), for the next run to load: a folder, or "
+               "cold for a fresh one removed at the session's end (every compile time cold); "
+               "the compile column says which figures came from the cache. Empty it with "
+               "pytest-mlbench cache clear. Default: $XDG_CACHE_HOME/pytest-mlbench/compile "
+               "(~/.cache/pytest-mlbench/compile)", parse_compile_cache),
         Option("ab", "",
                "compare every case against another revision in this job, interleaved: a git "
                "revision (origin/main) or python:<interpreter of another environment>; fails on "
@@ -310,6 +323,11 @@ def build_settings(raw: Mapping[str, Any], table: tuple[Option, ...]) -> Setting
     precisions = values.pop("precision")
     values["precision_auto"] = precisions == AUTO
     values["precisions"] = (FALLBACK_PRECISION,) if precisions == AUTO else precisions
+    why = refusal(values["workers"], values["strategies"], values["nodes"],
+                  strategies_named=raw.get("strategies") is not None,
+                  nodes_named=raw.get("nodes") is not None)
+    if why is not None:  # named counts or strategies that can make no case at all
+        raise OptionError(why)
     return Settings(**values)
 
 

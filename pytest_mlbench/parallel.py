@@ -45,6 +45,8 @@ GAPS: dict[str, dict[str, str]] = {
 }
 DECLARED = ("dp", "fsdp", "tp")  # what a spec declares; dpxtp follows from dp and tp
 MODEL_AXIS_2D = 2  # the model axis of a dpxtp mesh
+DPXTP_NEEDS = (f"dpxtp needs an even worker count of at least {2 * MODEL_AXIS_2D} (a model axis "
+               f"of {MODEL_AXIS_2D})")
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,7 @@ class Layout:
         if not self.strategy:
             return ""
         nodes = f"-n{self.nodes}" if self.nodes > 1 else ""
-        if self.strategy == "dpxtp":
+        if self.strategy == "dpxtp" and self.unfit() is None:
             data, model = self.mesh
             return f"dp{data}xtp{model}{nodes}"
         return f"{self.strategy}-w{self.workers}{nodes}"
@@ -80,8 +82,7 @@ class Layout:
         """Why this many workers cannot run the strategy (None: they can)."""
         if self.strategy == "dpxtp" and (self.workers < 2 * MODEL_AXIS_2D
                                          or self.workers % MODEL_AXIS_2D):
-            return (f"dpxtp needs an even worker count of at least {2 * MODEL_AXIS_2D} (a model "
-                    f"axis of {MODEL_AXIS_2D}); got {self.workers}")
+            return f"{DPXTP_NEEDS}; got {self.workers}"
         if self.strategy and self.workers < 2:
             return f"{self.strategy} needs two workers or more"
         if self.nodes > 1 and (not self.strategy or self.workers % self.nodes):
@@ -92,6 +93,36 @@ class Layout:
     @property
     def per_node(self) -> int:
         return self.workers // self.nodes
+
+
+def refusal(workers: tuple[int, ...], strategies: tuple[str, ...], nodes: tuple[int, ...], *,
+            strategies_named: bool, nodes_named: bool) -> str | None:
+    """Why worker counts, strategies and node counts the user named can make no case of
+    theirs at all, in one line (None: each can make one). A pair that fails beside others
+    that work (two workers on three nodes, beside one node) is a case that skips naming why."""
+    parallel = [w for w in workers if w > 1]
+    given = ",".join(map(str, workers))
+    if not parallel:
+        if nodes_named and any(n > 1 for n in nodes):
+            return (f"--mlbench-nodes={','.join(map(str, nodes))}: nodes split a parallel "
+                    f"case's workers, and --mlbench-workers={given} makes no parallel case; "
+                    "give a worker count above 1 too (such as --mlbench-workers=1,2)")
+        if strategies_named:
+            return (f"--mlbench-strategies={','.join(strategies)}: strategies run at worker "
+                    f"counts above 1, and --mlbench-workers={given} makes no parallel case; "
+                    "give a worker count above 1 too (such as --mlbench-workers=1,2)")
+        return None
+    for n in nodes:
+        if n > 1 and not any(w % n == 0 for w in parallel):
+            return (f"--mlbench-nodes={n}: no worker count given (--mlbench-workers={given}) "
+                    f"splits into {n} nodes of equal size; give one that {n} divides (such as "
+                    f"--mlbench-workers=1,{2 * n})")
+    for strategy in strategies if strategies_named else ():
+        if all(Layout(strategy, w).unfit() for w in parallel):  # dpxtp, the one with a rule
+            return (f"--mlbench-strategies={strategy}: {DPXTP_NEEDS}, and --mlbench-workers="
+                    f"{given} gives none; give one too (such as --mlbench-workers=1,"
+                    f"{2 * MODEL_AXIS_2D})")
+    return None
 
 
 

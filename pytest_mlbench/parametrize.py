@@ -7,15 +7,16 @@ workload folder that breaks a rule appears as one failing case listing its probl
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from pytest_mlbench import frameworks, variants
+from pytest_mlbench import frameworks, jobs, variants
 from pytest_mlbench.options import Settings
-from pytest_mlbench.parallel import GAPS, Layout
+from pytest_mlbench.parallel import GAPS, STRATEGIES, Layout
 from pytest_mlbench.workloads.case import CaseId
 from pytest_mlbench.workloads.catalogue import Catalogue, Problem
 from pytest_mlbench.workloads.spec import Workload
@@ -48,7 +49,7 @@ def resolve_device(requested: str, framework: str, registry: Mapping[str, Any]) 
 def enumerate_cases(workloads: tuple[Workload, ...], settings: Settings,
                     registry: Mapping[str, Any]) -> Iterator[CaseId]:
     for workload in workloads:
-        for shape in workload.sizes[settings.size]:
+        for shape in workload.sizes.get(settings.size, ()):  # gpu: not every workload
             for task in workload.all_tasks:
                 yield from _cases(workload, shape, task, settings, registry)
 
@@ -66,23 +67,26 @@ def _cases(workload: Workload, shape: Any, task: Any, settings: Settings,
                 for workers in settings.workers:
                     for strategy in strategies(workload, task, fw, variant, workers, settings):
                         for nodes in settings.nodes if strategy else (1,):
-                            if Layout(strategy, workers, nodes).unfit() is None:
-                                yield CaseId(workload, shape, task, fw, variant, device,
-                                             precision, workers, strategy, nodes)
+                            # a layout these counts cannot make skips naming why (case_params)
+                            yield CaseId(workload, shape, task, fw, variant, device,
+                                         precision, workers, strategy, nodes)
 
 
 def strategies(workload: Workload, task: Any, framework: str, variant: str, workers: int,
                settings: Settings) -> Iterator[str]:
     """One worker: the single-device case (""); more: each parallel strategy the spec
     declares for this implementation's training tasks (every optimizer), that the session
-    selects and that this many workers can lay out (a 2-D mesh at four or more)."""
+    selects and that this many workers can lay out (a 2-D mesh at four or more). A strategy
+    the session names (not the default, every strategy) comes even where these workers cannot
+    lay it out: its case skips saying why, rather than vanishing."""
     if workers == 1:
         yield ""
         return
     if task.kind != "train":
         return
+    named = settings.strategies != tuple(STRATEGIES)
     for strategy in workload.strategies(framework, variant):
-        if strategy in settings.strategies and Layout(strategy, workers).unfit() is None:
+        if strategy in settings.strategies and (named or Layout(strategy, workers).unfit() is None):
             yield strategy
 
 
@@ -94,30 +98,72 @@ def precisions_for(workload: Workload, settings: Settings) -> tuple[str, ...]:
     return settings.precisions
 
 
-def case_params(cases: list[CaseId], catalogue: Catalogue,
-                registry: Mapping[str, Any]) -> list[Any]:
+def case_params(cases: list[CaseId], catalogue: Catalogue, registry: Mapping[str, Any],
+                settings: Settings | None = None) -> list[Any]:
     params = []
     for cid in cases:
         gaps = GAPS.get(cid.framework, {})
-        missing = (frameworks.missing_reason(cid.framework, dict(registry))
-                   or gaps.get(cid.strategy) or (gaps.get("nodes") if cid.nodes > 1 else None))
+        missing = (frameworks.missing_reason(cid.framework, dict(registry)) or cid.layout.unfit()
+                   or gaps.get(cid.strategy) or (gaps.get("nodes") if cid.nodes > 1 else None)
+                   or unfit(cid, settings))
         marks = [pytest.mark.skip(reason=missing)] if missing else []
-        if cid.shape.main and cid.task.main and (
-                not cid.strategy or cid.strategy in cid.workload.main_strategies):
-            marks.append(pytest.mark.mlbench_main)
+        marks += [getattr(pytest.mark, job) for job in jobs.markers(cid)]  # -m mlbench_main
         params.append(pytest.param(cid, id=cid.name, marks=marks))
-    return params + broken_params(catalogue) or nothing_here(catalogue, "none")
+    return params + broken_params(catalogue) or nothing_here(
+        catalogue, "none", no_case_reason(catalogue.workloads, settings) if settings else None)
 
 
-def nothing_here(catalogue: Catalogue, id_: str) -> list[Any]:
+def no_case_reason(workloads: tuple[Workload, ...], settings: Settings) -> str | None:
+    """Why a session of parallel cases only (no worker count of 1) made none: no selected
+    implementation declares a selected strategy; None for any other selection."""
+    if 1 in settings.workers:
+        return None
+    declared = sorted({f"{fw}-{v}: {s}" for w in workloads for fw in settings.frameworks
+                       for v in w.implementations.get(fw, ())
+                       if variants.mode(v) in settings.variants for s in w.strategies(fw, v)})
+    return (f"--mlbench-workers={','.join(map(str, settings.workers))} makes parallel cases "
+            f"only, and no selected implementation declares {', '.join(settings.strategies)} "
+            f"for a training task (declared: {'; '.join(declared) or 'none'})")
+
+
+def unfit(cid: CaseId, settings: Settings | None) -> str | None:
+    """Why the case's shape does not run on its device and precision (Shape.unfit), or None."""
+    if settings is None:
+        return None
+    return cid.shape.unfit(cid.workload.name, settings.size, cid.device, cid.precision,
+                           settings.force_size) or absent(cid.workload.name, cid.shape,
+                                                          cid.device, settings)
+
+
+def absent(workload: str, shape: Any, device: str, settings: Settings) -> str | None:
+    """A shape made for a GPU asked for on a machine without one skips here, before its
+    case costs the session anything (a GPT-2's data and float32 reference are minutes of
+    work before a worker could say it sees no GPU); other shapes skip as their worker says."""
+    if device != "gpu" or "gpu" not in shape.devices or settings.force_size or _gpus():
+        return None
+    return (f"{workload}'s {settings.size} size needs a gpu and this machine shows none "
+            "(nvidia-smi lists no GPU); run it where one is, or here anyway with "
+            "--mlbench-force-size")
+
+
+@functools.cache
+def _gpus() -> int:
+    from pytest_mlbench.storing import machine
+
+    return len(machine.gpu_info())
+
+
+def nothing_here(catalogue: Catalogue, id_: str, why: str | None = None) -> list[Any]:
     """One skipped parameter saying why there is nothing to run: no workload folder at all
-    (a suites folder that is empty, or the wrong folder), else nothing the selection keeps."""
+    (a suites folder that is empty, or the wrong folder), else ``why`` or nothing the
+    selection keeps."""
     if not catalogue.workloads and not catalogue.problems:
         reason = (f"no workload folder under {catalogue.root} (a workload is a folder with a "
                   "spec.py: ADDING_WORKLOADS.md); set the ini value mlbench_suites to the "
                   "folder that holds them")
     else:
-        reason = "no case matches the selected frameworks, variants, precisions and workers"
+        reason = why or ("no case matches the selected frameworks, variants, precisions and "
+                         "workers")
     return [pytest.param(None, id=id_, marks=pytest.mark.skip(reason=reason))]
 
 
@@ -131,8 +177,18 @@ def broken_params(catalogue: Catalogue) -> list[Any]:
 
 
 def workload_params(catalogue: Catalogue, settings: Settings) -> list[Any]:
-    return [pytest.param((w, shape), id=f"{w.name}-{shape.label}" if shape.label else w.name)
-            for w in catalogue.workloads for shape in w.sizes[settings.size]] \
+    """Each workload's shapes of the size, for test_reference; a shape made for another
+    device skips as its cases do (its reference is computed there)."""
+    def marks(w: Workload, shape: Any) -> list[Any]:
+        device = settings.device
+        why = None if device == "auto" else shape.unfit(
+            w.name, settings.size, device, forced=settings.force_size) or absent(
+            w.name, shape, device, settings)
+        return [pytest.mark.skip(reason=why)] if why else []
+
+    return [pytest.param((w, shape), id=f"{w.name}-{shape.label}" if shape.label else w.name,
+                         marks=marks(w, shape))
+            for w in catalogue.workloads for shape in w.sizes.get(settings.size, ())] \
         + broken_params(catalogue) or nothing_here(catalogue, "none")
 
 

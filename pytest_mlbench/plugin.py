@@ -18,7 +18,7 @@ import pytest
 # environment, and a guest must not slow the host's start-up (tests/sessions/test_citizen.py measures
 # it). NumPy, SciPy, the engine and the reports load inside the hooks of a session that runs
 # the plugin's own cases.
-from pytest_mlbench import frameworks, hookspec
+from pytest_mlbench import frameworks, hookspec, jobs
 from pytest_mlbench.errors import SpecError, Unavailable
 from pytest_mlbench.options import (
     FRAMEWORKS,
@@ -32,7 +32,13 @@ from pytest_mlbench.options import (
     option_table,
 )
 from pytest_mlbench.precision import POLICIES, Policy
-from pytest_mlbench.session import CASE_FIXTURE, RunState, case_keywords, uses_own_fixtures
+from pytest_mlbench.session import (
+    CASE_FIXTURE,
+    RunState,
+    case_keywords,
+    unsupported_at,
+    uses_own_fixtures,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -42,8 +48,6 @@ if TYPE_CHECKING:
 
 STATE = pytest.StashKey[RunState]()
 MARKER = "mlbench: a pytest-mlbench case (select them with -m mlbench)"
-MAIN_MARKER = ("mlbench_main: a case of the main job, each workload's headline shape and task "
-               "(select them with -m mlbench_main)")
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -76,7 +80,8 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     state = config.stash[STATE] = RunState(config, settings, registry)
     config.addinivalue_line("markers", MARKER)
-    config.addinivalue_line("markers", MAIN_MARKER)
+    for name, text in jobs.MARKERS.items():  # the named jobs (-m mlbench_main, ...)
+        config.addinivalue_line("markers", f"{name}: {text}")
     config.addinivalue_line("markers", GATE_MARKER)
     if gate_settings.save or gate_settings.gate:  # --mlbench-save, --mlbench-gate
         from pytest_mlbench.judging import sessions
@@ -116,7 +121,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     state = metafunc.config.stash[STATE]
     if CASE_FIXTURE in names:
         cases = state.cases()
-        params = parametrize.case_params(cases, state.catalogue, state.registry) or [
+        params = parametrize.case_params(cases, state.catalogue, state.registry,
+                                         state.settings) or [
             pytest.param(None, id="none", marks=pytest.mark.skip(
                 reason="no case matches the selected frameworks, variants, precisions and "
                        "workers"))]
@@ -141,6 +147,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         raise pytest.UsageError("pytest-mlbench needs pytest-benchmark, which is disabled "
                                 "(-p no:benchmark?): its cases are timed and reported through it")
     config.stash[STATE].own_items = True
+    if not config.option.collectonly:
+        config.stash[STATE].prepare_compile_cache()  # a folder it cannot make: a usage error
     for item in own:
         item.add_marker("mlbench")
         item.extra_keyword_matches.update(case_keywords(item))
@@ -159,6 +167,21 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object
             ours.flush()  # the campaign's progress lines, between tests
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None],
+                              ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A case a spec declares ``unsupported`` skips at that spec's line, not at the plugin's
+    line that raised the skip."""
+    report = yield
+    state = item.config.stash.get(STATE, None)
+    if report.skipped and call.when == "call" and state is not None and state.own_items \
+            and isinstance(report.longrepr, tuple):
+        where = unsupported_at(item, state.catalogue, str(report.longrepr[2]))
+        if where is not None:
+            report.longrepr = (*where, report.longrepr[2])
+    return report
+
+
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:
     state = config.stash.get(STATE, None)
     if state is None:
@@ -168,16 +191,15 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
         return [idle] if idle else []
     s = state.settings
     precision = "auto" if s.precision_auto else ",".join(s.precisions)
-    kept = ""
-    if s.compile_cache:  # only a session that times nothing uses it (session.plan)
-        used = "" if state.plan().compile_cache else " (unused: this session times its cases)"
-        kept = f" compile-cache={s.compile_cache}{used}"
+    kept = f" compile-cache={state.compile_cache()}"
+    estimate = state.estimate_line(items)  # a timed session: how long it should take here
     return [f"mlbench: frameworks={','.join(s.frameworks)} variants={','.join(s.variants)} "
             f"device={s.device} precision={precision} size={s.size} seed={s.seed} "
             f"workers={','.join(map(str, s.workers))} "
             f"strategies={','.join(s.strategies)} nodes={','.join(map(str, s.nodes))} "
             f"threads={s.threads} "
-            f"processes={s.processes} affinity={s.affinity}{kept}"]
+            f"processes={s.processes} affinity={s.affinity}{kept}"] + (
+        [estimate] if estimate else [])
 
 
 # -- fixtures (all named mlbench_*: the plugin owns these names) ---------------------------------
@@ -268,8 +290,9 @@ class WorkloadReference:
             inputs, params = data.seeded_start(workload, shape, seed, POLICIES["fp64"])
         except SpecError as exc:  # the spec's own function: one line, no harness frames
             raise pytest.fail.Exception(str(exc), pytrace=False) from None
+        device = self.state.settings.device  # where a float32 reference is computed
         ref = Reference(workload, shape, seed, str(self.state.catalogue.folder(workload.name)),
-                        self.state.oracle)
+                        self.state.oracle, device="cpu" if device == "auto" else device)
         try:
             for task in workload.all_tasks:
                 probe = None if task.kind == "train" else data.probe(
@@ -332,6 +355,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             terminalreporter.write_line(probe)
         if uncounted := normalised.uncounted_line(records):
             terminalreporter.write_line(uncounted)
+        _mfu_section(terminalreporter, records)
         from pytest_mlbench.reporting import scaling
 
         if table := scaling.scaling_table(records):
@@ -339,3 +363,17 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             for line in table:
                 terminalreporter.write_line(line)
             terminalreporter.write_line(scaling.legend())
+
+
+def _mfu_section(terminalreporter: Any, records: list[Any]) -> None:
+    """Model FLOPs utilisation of the GPU cases, against this machine's first GPU."""
+    if not any(r.identity.device == "gpu" for r in records):
+        return
+    from pytest_mlbench.reporting import mfu
+    from pytest_mlbench.storing import machine
+
+    gpus = machine.gpu_info()
+    if table := mfu.mfu_table(records, gpus[0].get("name", "") if gpus else ""):
+        terminalreporter.section("mlbench: model FLOPs utilisation (GPU cases)")
+        for line in [*table, mfu.legend()]:
+            terminalreporter.write_line(line)

@@ -34,6 +34,11 @@ class Policy:
     loss_scale: float = 0.0
 
     @property
+    def compute_dtype(self) -> str:
+        """The dtype the matmuls run at: ``compute`` where it is named, else ``dtype``."""
+        return self.compute or self.dtype
+
+    @property
     def mixed(self) -> bool:
         """Storage and compute differ (master weights at ``dtype``, compute at ``compute``)."""
         return bool(self.compute) and self.compute != self.dtype

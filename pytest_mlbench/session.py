@@ -125,7 +125,43 @@ class RunState:
                     seed=self.settings.seed, size=self.settings.size,
                     max_time=float(opt("benchmark_max_time", 1.0) or 1.0),
                     min_rounds=int(opt("benchmark_min_rounds", 5) or 5),
-                    compile_cache="" if timing else self.settings.compile_cache)
+                    compile_cache=self.compile_cache())
+
+    def compile_cache(self) -> str:
+        """The compile cache's folder (--mlbench-compile-cache, else the default), or cold."""
+        from pytest_mlbench.storing import compile_cache
+
+        return compile_cache.resolve(self.settings.compile_cache)
+
+    def estimate_line(self, items: list[pytest.Item]) -> str | None:
+        """How long this timed session should take on this host (jobs.estimate), for a CPU
+        session at the default size (the size the estimate's pace was measured at)."""
+        from pytest_mlbench.workloads.case import CaseId
+
+        if not self.plan().timing or self.settings.size != "default":
+            return None
+        cases = [c for c in (_case_of(i) for i in items if i.get_closest_marker("skip") is None)
+                 if isinstance(c, CaseId)]
+        if not cases or any(c.device != "cpu" for c in cases):
+            return None
+        from pytest_mlbench import jobs
+        from pytest_mlbench.measuring import cache_plan, hostspeed
+
+        warm = cache_plan.filled(self.compile_cache(), self.catalogue, cases)
+        return jobs.estimate_line(len(cases), warm, self.settings.processes,
+                                  hostspeed.loop_ms())
+
+    def prepare_compile_cache(self) -> None:
+        """Make the compile cache's folder as the session collects its cases; a folder that
+        cannot be made is a usage error (one line, exit 4)."""
+        from pytest_mlbench.storing import compile_cache
+
+        folder = self.compile_cache()
+        if folder != compile_cache.COLD:
+            try:
+                compile_cache.prepare(folder)
+            except compile_cache.CacheError as exc:
+                raise pytest.UsageError(str(exc)) from None
 
     def host_probe(self) -> dict[str, Any]:
         """The host's speed before each timed pass (measuring/hostspeed.py); empty if nothing was timed."""
@@ -149,10 +185,14 @@ class RunState:
             self._start(session)
 
     def _selected(self, session: pytest.Session) -> dict[str, CaseId]:
+        from pytest_mlbench.parametrize import unfit
         from pytest_mlbench.workloads.case import CaseId
 
+        # a shape made for another device skips at collection (parametrize.case_params)
         return {c.name: c for c in (_case_of(item) for item in session.items)
-                if isinstance(c, CaseId) and not _skipped(c, self.registry)}
+                if isinstance(c, CaseId) and not _skipped(c, self.registry)
+                and unfit(c, self.settings) is None
+                and c.layout.unfit() is None}  # a layout its counts cannot make: skipped too
 
     def _start(self, session: pytest.Session) -> None:
         from pytest_mlbench.engine.launcher import Launch
@@ -268,6 +308,24 @@ class RunState:
             self._oracle.close()
         if self.base is not None:
             self.base.close()
+
+
+def unsupported_at(item: pytest.Item, catalogue: Catalogue,
+                   message: str) -> tuple[str, int] | None:
+    """The spec file and line of the ``unsupported`` entry whose reason skipped this item's
+    case with ``message``, for the skip's location (plugin.pytest_runtest_makereport); None
+    for any other item or skip."""
+    from pytest_mlbench.workloads import catalogue as found
+    from pytest_mlbench.workloads.case import CaseId
+
+    cid = _case_of(item)
+    parts = (cid.framework, cid.variant, cid.device, cid.precision, cid.task.label) \
+        if isinstance(cid, CaseId) else ()
+    reason = cid.workload.unsupported_reason(*parts) if parts else None
+    if not reason or reason not in message:
+        return None
+    at = found.unsupported_at(catalogue.folder(cid.workload.name), cid.workload, *parts)
+    return (str(at[0]), at[1]) if at else None
 
 
 def case_keywords(item: pytest.Item) -> set[str]:

@@ -205,13 +205,13 @@ def totals(sheet: Mapping[str, Any]) -> dict[str, dict[str, float]]:
 def lines(sheet: Mapping[str, Any]) -> list[str]:
     """The sheet as two tables: seconds per activity by pass, with each pass's phases'
     walls, then by framework over every pass."""
-    passes: Sequence[Mapping[str, Any]] = sheet.get("passes", ())
-    cut = [f"still running as the run ended: pass {f['pass']}, "  # a run cut short
-           f"{'harness' if f['framework'] == HARNESS else f['framework']}: "
-           f"{ACTIVITIES.get(f['activity'], f['activity'])} for {f['seconds']:.1f} s"
-           for f in sheet.get("in_flight", ())]
+    passes = _numbered(sheet.get("passes", ()))
+    cut = [f"still running as the run ended: pass {f.get('pass', '?')}, "  # a run cut short
+           f"{'harness' if f.get('framework') == HARNESS else f.get('framework', '?')}: "
+           f"{ACTIVITIES.get(f.get('activity'), f.get('activity', '?'))} for "
+           f"{float(f.get('seconds', 0.0)):.1f} s" for f in sheet.get("in_flight", ())]
     if not passes:
-        return cut
+        return cut or ["nothing was recorded (the run ended before its first pass)"]
     harness = "harness (no framework's)"
     header = ["seconds spent on", *(f"pass {p['pass']}" for p in passes), "all"]
     rows = []
@@ -234,6 +234,12 @@ def lines(sheet: Mapping[str, Any]) -> list[str]:
     rows = [[harness if fw == HARNESS else fw, *(f"{spent.get(w, 0.0):.1f}" for w in used),
              f"{sum(spent.values()):.1f}"] for fw, spent in sorted(per_fw.items())]
     return [*out, "", *render(header, rows)]
+
+
+def _numbered(passes: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Every pass a sheet holds, numbered: one saved without its number (or empty: a pass that
+    recorded nothing) takes its place's, and shows as zero seconds."""
+    return [{**one, "pass": one.get("pass", i + 1)} for i, one in enumerate(passes)]
 
 
 def _sum_frameworks(one: Mapping[str, Any]) -> dict[str, float]:

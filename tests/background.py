@@ -36,7 +36,8 @@ START = time.monotonic()  # as the test session imported this module
 @dataclass(frozen=True)
 class Command:
     """One pytest session: its arguments after ``python -m pytest``, where it runs, its extra
-    environment; ``timed`` sessions get no shared compile cache (they report compile times)."""
+    environment; ``timed`` sessions compile cold (``--mlbench-compile-cache=cold``) unless
+    their arguments give a compile cache."""
 
     args: list[str]
     cwd: Path
@@ -148,8 +149,12 @@ class Lane:
             args.append(f"--basetemp={folder / 'basetemp'}")
             if not command.timed and self.cache:
                 args.append(f"--mlbench-compile-cache={self.cache}")
+            elif command.timed and not any(a.startswith("--mlbench-compile-cache") for a in args):
+                args.append("--mlbench-compile-cache=cold")  # its compile times: cold ones
         program = command.program or (sys.executable, "-m", "pytest")
         env = {**self.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **command.env}
+        if command.program:  # a script's sessions keep their compile cache in its folder
+            env.setdefault("XDG_CACHE_HOME", str(folder.with_name(folder.name + "-xdg-cache")))
         if not command.timed and self.cache:  # a script's own torch.compile shares it too
             env.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(self.cache, "inductor"))
         done = subprocess.run([*program, *args], cwd=command.cwd, env=env,

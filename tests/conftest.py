@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_mlbench.storing import compile_cache
 from tests import background, modules_snapshot
 from tests.background import Command
 from tests.cheat_session import Session, command, read
@@ -47,6 +48,9 @@ def _background_sessions(request: pytest.FixtureRequest,
         # precompiled header is built once a run, not once a folder)
         patch.setenv("TORCHINDUCTOR_CACHE_DIR",
                      os.environ.get("TORCHINDUCTOR_CACHE_DIR") or os.path.join(cache, "inductor"))
+        # the in-process sessions that give no --mlbench-compile-cache use it too, never the
+        # user's own cache folder
+        patch.setattr(compile_cache, "default_folder", lambda environ=None: cache)
         background.start(request.session.items, tmp_path_factory, cache)
         yield
         background.LANE.close()

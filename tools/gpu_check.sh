@@ -3,7 +3,7 @@
 # command that fits a short window on a borrowed machine (about 8 minutes; see docs/GPU.md):
 #
 #   tools/gpu_check.sh [--device=gpu|cpu] [--out DIR] [--wheels DIR] [--budget SECONDS]
-#                      [--quick] [--no-startup] [--sessions fp32,timed,other]
+#                      [--quick] [--no-startup] [--sessions fp32,timed,other,gpu]
 #                      [--select K-EXPRESSION] [-- PYTEST-ARGS]
 #
 #   install    pytest-mlbench and the pure-Python dependencies python3 lacks, from the wheels
@@ -19,6 +19,10 @@
 #              every check before, while and after timing                -> timed.json
 #   checked-other-precisions  every other policy precision.py holds (tf32, bf16, amp, ...) on
 #              mlp, cnn, lstm, gpt and vit, as checked-fp32
+#   timed-gpu  only when --sessions names gpu: the gpu size (GPT-2 124M, ViT-B/16) in amp,
+#              timed alone, one process, compile times included; by default gpt's best
+#              variant of each framework (torch jit+sdpa, JAX jit+cudnn: GPU_CASES); it first
+#              prints the gpu size's cases it leaves out                 -> timed.json
 #   summary    every session's outcomes, failures and skip reasons      -> summary.json
 #
 # Several sessions because a campaign's outcomes reach pytest only when it ends: a session cut
@@ -29,8 +33,9 @@
 # 0 when every session ran and passed with at least one case passed; 1 otherwise; 2 on bad
 # usage. --select narrows every session (and-ed with its own -k: --select "not gpt");
 # PYTEST-ARGS go to every session as they are (a -k there replaces the session's own one).
-# --sessions runs only the sessions named (default all three: checked-fp32, timed-mlp-gpt,
-# checked-other-precisions), to spend a second, shorter window on what the first left open.
+# --sessions runs only the sessions named (default the first three: checked-fp32, timed-mlp-gpt,
+# checked-other-precisions; gpu, the gpu size, only when named), to spend a second, shorter
+# window on what the first left open. --sessions gpu -- -k EXPR times other gpu-size cases.
 # --quick (the test line): mlp only, at the smoke size: one timed torch eager case, and torch
 # eager and JAX jit checked at fp32 and tf32 (tf32 skips cleanly off a GPU).
 set -uo pipefail
@@ -46,7 +51,7 @@ SESSIONS="fp32,timed,other"
 SELECT=""
 EXTRA=()
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
-bad() { echo "gpu_check: $1; accepted: --device=gpu|cpu --out DIR --wheels DIR --budget SECONDS --quick --no-startup --sessions fp32,timed,other --select EXPR [-- PYTEST-ARGS]" >&2; exit 2; }
+bad() { echo "gpu_check: $1; accepted: --device=gpu|cpu --out DIR --wheels DIR --budget SECONDS --quick --no-startup --sessions fp32,timed,other,gpu --select EXPR [-- PYTEST-ARGS]" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --device=*) DEVICE="${1#*=}"; shift ;;
@@ -70,7 +75,7 @@ while [[ $# -gt 0 ]]; do
 done
 [[ "$DEVICE" == gpu || "$DEVICE" == cpu ]] || bad "--device is $DEVICE"
 [[ "$BUDGET" =~ ^[0-9]+$ ]] || bad "--budget is $BUDGET, not whole seconds"
-[[ ",$SESSIONS," =~ ^(,(fp32|timed|other))+,$ ]] || bad "--sessions is $SESSIONS, not a list of fp32, timed, other"
+[[ ",$SESSIONS," =~ ^(,(fp32|timed|other|gpu))+,$ ]] || bad "--sessions is $SESSIONS, not a list of fp32, timed, other, gpu"
 wants() { [[ ",$SESSIONS," == *",$1,"* ]]; }
 PY="${PYTHON:-python3}"
 command -v "$PY" >/dev/null || { echo "gpu_check: no $PY on PATH (set PYTHON)" >&2; exit 2; }
@@ -189,6 +194,21 @@ mkdir -p "$WORK/timed"
 # what a GPU user runs: torch eager and torch.compile (Triton on a GPU), JAX under jit (JAX op
 # by op on a GPU is a launch per op, and costs a worker of its own)
 VARIANTS="torch-eager or torch-jit or jax-jit"
+# the gpu size's cases one window holds (docs/GPU.md): each compiles a 124M model (inductor
+# on one thread, XLA autotuning on one core) and checks it against the float32 oracles on the
+# device; the two frameworks' cases prepare side by side, each framework's one after another
+GPU_CASES="gpt- and (torch-jit+sdpa or jax-jit+cudnn)"
+gpu_left_out() {  # the gpu size's torch and JAX cases in amp that K-EXPRESSION leaves out
+  local all kept
+  all="$("$PY" -m pytest suites --collect-only -q -p no:cacheprovider --mlbench-size=gpu \
+    --mlbench-device="$DEVICE" --mlbench-frameworks=torch,jax --mlbench-workers=1 \
+    --mlbench-precision=amp 2>/dev/null | grep -o 'test_case\[[^]]*\]' | sort)"
+  kept="$("$PY" -m pytest suites --collect-only -q -p no:cacheprovider --mlbench-size=gpu \
+    --mlbench-device="$DEVICE" --mlbench-frameworks=torch,jax --mlbench-workers=1 \
+    --mlbench-precision=amp -k "$1" "${EXTRA[@]}" 2>/dev/null | grep -o 'test_case\[[^]]*\]' | sort)"
+  echo "gpu_check: the gpu session leaves out: $(comm -23 <(echo "$all") <(echo "$kept") \
+    | sed 's/test_case\[//; s/\]//' | tr '\n' ' ')"
+}
 
 if (( QUICK )); then
   # torch eager: a dispatch-bound case far below the machine's matmul peak, so the
@@ -209,16 +229,26 @@ else
             if (( $3 )); then cap "$want" "$later"; else cap 10000 0; fi; }
   other=0; [[ -z "$PRECISIONS" ]] || ! wants other || other=1
   timed=0; ! wants timed || timed=1
+  gpu=0; ! wants gpu || gpu=1
   # 1. every workload of the main job checked at fp32, smoke size, nothing timed (one
   #    session: its workers start once; each group's progress line counts its verdicts, so a
   #    session cut short still says what its finished groups found)
-  ! wants fp32 || checked fp32 "$(share 35 65 $(( timed || other )))" fp32 1 "$VARIANTS"
+  ! wants fp32 || checked fp32 "$(share 35 65 $(( timed || other || gpu )))" fp32 1 "$VARIANTS"
   # 2. timed alone, default size, fp32, one process, every check before, while and after timing
-  (( ! timed )) || timed mlp-gpt "$(share 35 30 "$other")" default "($(terms mlp gpt)) and ($VARIANTS)"
+  (( ! timed )) || timed mlp-gpt "$(share 35 30 $(( other || gpu )))" default "($(terms mlp gpt)) and ($VARIANTS)"
   # 3. every other precision policy (tf32, bf16, amp, ...) on the workloads with matmuls,
   #    convolutions and recurrence, with what is left
-  (( ! other )) || checked other-precisions "$(cap 10000 0)" "${PRECISIONS// /,}" 1 \
+  (( ! other )) || checked other-precisions "$(share 35 60 "$gpu")" "${PRECISIONS// /,}" 1 \
     "($(terms mlp cnn lstm gpt vit)) and ($VARIANTS)"
+  # 4. the gpu size (GPT-2 124M, ViT-B/16) in amp, timed alone, one process, with what is
+  #    left: the cases it leaves out said first (a -k after -- replaces GPU_CASES)
+  if (( gpu )); then
+    gpu_left_out "$(narrow "$GPU_CASES")"
+    step timed-gpu "$(cap 10000 0)" "$PY" -m pytest suites "${COMMON[@]}" "${TIMED[@]}" \
+      --mlbench-size=gpu --mlbench-precision=amp --benchmark-max-time=0.5 \
+      -k "$(narrow "$GPU_CASES")$NOJIT" --benchmark-json="$WORK/timed/gpu.json" \
+      --junitxml="$JUNIT/timed-gpu.xml" "${EXTRA[@]}"
+  fi
 fi
 # the timed sessions' pytest-benchmark files as one (the device tool brings back few files)
 "$PY" "$ROOT/tools/gpu_check.py" merge "$OUT/timed.json" "$WORK"/timed/*.json

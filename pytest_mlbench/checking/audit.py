@@ -259,3 +259,34 @@ def assert_rounds_fit(clock: Mapping[str, float], *, where: str) -> None:
             f"where the harness's work there allows {allowed:.4g} s ({rounds} gap(s); the "
             f"turns took {parent:.4g} s on the parent's clock): time was moved out of the "
             "rounds")
+    assert_after_fits(clock, where=where)
+
+
+# what the worker's clock may put after a round's clock (its results' host copies and
+# digests), judged on the median round (a preempted copy on a busy host moves one round, work
+# moved there every round): ROUND_WORK_TIMES the parent's own digest of a round's results,
+# plus AFTER_SHARE of the median round's own time and AFTER_SLACK_S. An honest CPU round's
+# copies and digest cost about twice the parent's digest
+AFTER_SHARE = 0.10
+AFTER_SLACK_S = 0.001
+
+
+def assert_after_fits(clock: Mapping[str, float], *, where: str) -> None:
+    """Work moved after a round's clock shows (the worker's CPU time there, every thread's,
+    which a busy host's preemption does not inflate): a result that is the framework's own
+    synchronised array owes no work, so what the worker does between a round's clock and
+    its reply is the harness's (copies to the host, digests), bounded here by what the
+    parent's digest of the same results costs. A result finished late (a thread still
+    writing the arrays, the copy hooked to do the step's rest) fails. Judged where the
+    parent can replicate that work: a case on the CPU (``after_bounded``)."""
+    if not clock.get("after_bounded") or "round_median_s" not in clock:
+        return
+    after, round_s = clock.get("after_s", 0.0), clock["round_median_s"]
+    allowed = (ROUND_WORK_TIMES * clock.get("round_work_s", 0.0) + AFTER_SLACK_S
+               + AFTER_SHARE * round_s)
+    if after > allowed:
+        raise AssertionError(
+            f"{where}: the worker spent {after:.4g} s of CPU after a median timed round's clock "
+            f"had stopped, where copying and digesting its results allows {allowed:.4g} s (the "
+            f"round took {round_s:.4g} s): work was moved after the clock (a result is done "
+            "when the framework's sync returns; nothing may finish it later)")

@@ -481,4 +481,14 @@ def check_trained(ctx: Context, finish: Finished) -> None:
     what = "gradient where training took the parameters"
     ctx.arithmetic[what] = arithmetic.assert_arithmetic_precision(
         found.grads, grads, policy=ctx.policy.name, where=f"{ctx.where} {what}",
-        honest=ctx.honest.get("result"), coarse=False)
+        honest=honest_at(ctx, params, grads), coarse=False)
+
+
+def honest_at(ctx: Context, params: Arrays, expected: Any) -> Statistic | None:
+    """The harness's own float32 computation's statistic at ``params`` (where training took
+    them: near convergence a gradient cancels, and its error grows for every computation
+    alike), None where there is none (checking/arithmetic.honest_result)."""
+    if arithmetic.JUDGED.get(ctx.policy.name) != "float32":
+        return None
+    result = arithmetic.honest_result(ctx.cid.workload, ctx.cid.task, params, ctx.inputs, None)
+    return None if result is None else arithmetic.measure(result, expected, "float32")

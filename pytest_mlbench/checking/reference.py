@@ -8,6 +8,14 @@ directions and, when both oracles are installed, against the other one. Training
 apply the spec's optimizer (workloads/optim.py) in float64 and round parameters and state to the case's
 dtype after each step, as storage at that dtype does.
 
+A shape whose float64 reference a CPU cannot afford (``Shape(reference="float32")``: GPT-2
+124M, where the NumPy forward alone takes a minute and finite differences need eight) gets
+its gradients from the autodiff oracles at float32 on the case's own device instead, JAX's
+and torch's, which must agree (CROSS32): two autodiff systems, each within float32's
+tolerance of the float64 truth, judging arithmetic a thousand times coarser (bfloat16,
+float16, TF32; Shape.unfit refuses fp32 and fp64 cases there). Their finite-difference
+verification is the workload's smaller sizes': the same forward at other dims.
+
 NumPy here runs with one BLAS thread: the parent must not leave spinning BLAS threads on the
 cores while a worker is being timed.
 """
@@ -25,6 +33,7 @@ import numpy as np
 from pytest_mlbench.checking.asserts import assert_close, assert_grad_matches_finite_differences
 from pytest_mlbench.checking.oracle_client import OracleService
 from pytest_mlbench.checking.trajectory import Trajectory
+from pytest_mlbench.errors import Unavailable
 from pytest_mlbench.timesheet import spend
 from pytest_mlbench.workloads import data
 from pytest_mlbench.workloads.optim import Optimizer
@@ -32,6 +41,10 @@ from pytest_mlbench.workloads.spec import Arrays, Shape, Task, Workload
 
 FD = {"rtol": 1e-5, "atol": 1e-9}  # finite differences of float64 functions
 CROSS = {"rtol": 1e-9, "atol": 1e-12}  # two float64 autodiff systems on the same function
+# two float32 oracles on the device: each within fp32's tolerance (checking/asserts.py
+# TOLERANCES["fp32"].grad, 1e-4 and 1e-5) of the float64 truth, so within twice it of each other
+CROSS32 = {"rtol": 2e-4, "atol": 2e-5}
+CACHE_BYTES = 4 << 30  # ... and at most this many bytes of them (a GPT-2 gradient is 1 GB)
 CACHE_ENTRIES = 64  # values kept by a Reference (losses, gradients, outputs), oldest out
 # a companion's dither, in units in the last place of the dtype: several roundings of an
 # element's arithmetic (vit at seed 7, where a loss spike parts fp32 runs from float64 near
@@ -112,9 +125,12 @@ class Reference:
     verification) asked for by two threads at once is computed by one while the other waits."""
 
     def __init__(self, workload: Workload, shape: Shape, seed: int, folder: str,
-                 oracle: OracleService) -> None:
+                 oracle: OracleService, device: str = "cpu") -> None:
         self.workload, self.shape, self.seed = workload, shape, seed
         self.folder, self.oracle = folder, oracle
+        # where a float32 reference's oracles run: the cases' device (Shape.reference)
+        self.device = device
+        self.float32 = shape.reference == "float32"
         self._cache: dict[tuple[Any, ...], Any] = {}
         self._trajectories: dict[tuple[Any, ...], Trajectory] = {}
         self.verified: set[str] = set()
@@ -132,7 +148,8 @@ class Reference:
             with one_blas_thread(), spend("references"):
                 value = make()
             with self._lock:
-                while len(self._cache) >= CACHE_ENTRIES:
+                while self._cache and (len(self._cache) >= CACHE_ENTRIES or sum(
+                        map(_nbytes, self._cache.values())) + _nbytes(value) > CACHE_BYTES):
                     self._cache.pop(next(iter(self._cache)))
                 self._cache[key] = value
             return value
@@ -147,6 +164,10 @@ class Reference:
     def _loss_and_grad(self, p: Arrays, d: Arrays) -> tuple[float, Arrays]:
         """Computed, not cached, at float64 ``p`` and ``d``."""
         with one_blas_thread():
+            if self.float32:
+                on_device: tuple[float, Arrays] = self.oracle.call(
+                    "value_and_grad", (self.folder, p, d), device=self.device, dtype="float32")
+                return on_device
             if self.workload.hand_gradient:
                 return (self.workload.reference_loss(p, d),
                         self.workload.grad(p, d))  # type: ignore[misc]
@@ -276,6 +297,9 @@ class Reference:
         w, where = self.workload, f"{self.workload.name} reference"
         rng = data.generator(self.seed, w.name, self.shape.label, "finite-differences",
                              task.label)
+        if task.kind == "train" and self.float32:
+            self._cross_check32(d, p, where)
+            return
         if task.kind == "train":
             self._verify_gradient(d, p, rng, where)
         elif task.kind == "transform":
@@ -330,6 +354,22 @@ class Reference:
         a, b = (x[1] if command == "value_and_grad" else x for x in (a, b))
         _assert_same(a, b, where=f"{where}: {first} and {second} oracles disagree on "
                                  f"{command}")
+
+    def _cross_check32(self, d: Arrays, p: Arrays, where: str) -> None:
+        """A float32 reference: JAX's and torch's float32 gradients on the device agree
+        (CROSS32); both oracles are needed, each checking the other."""
+        backends = self.oracle.backends
+        if len(backends) < 2:
+            raise Unavailable(f"{self.workload.name}'s {self.shape.label or 'shape'} is checked "
+                              "against float32 oracles that check each other: install both "
+                              "jax and torch (pip install 'pytest-mlbench[jax,torch]')")
+        la, ga = self.loss_and_grad(p, d)  # the first backend's, kept for the checks
+        lb, gb = self.oracle.call("value_and_grad", (self.folder, p, d), backends[1],
+                                  device=self.device, dtype="float32")
+        what = f"{where}: the {backends[0]} and {backends[1]} float32 oracles disagree on"
+        assert_close(np.asarray(lb), np.asarray(la), **CROSS32, where=f"{what} the loss")
+        for k in sorted(ga):
+            assert_close(gb[k], ga[k], **CROSS32, where=f"{what} the gradient ({k})")
 
     def _payload(self, task: Task, d: Arrays, p: Arrays, q: Arrays | None,
                  ) -> tuple[tuple[Any, ...], str]:
@@ -436,6 +476,17 @@ def _eps(dtype: Any) -> float:
         import ml_dtypes
 
         return float(ml_dtypes.finfo(dtype).eps)
+
+
+def _nbytes(value: Any) -> int:
+    """The bytes of NumPy arrays in a cached value (a loss and gradient, or an output)."""
+    if isinstance(value, np.ndarray):
+        return value.nbytes
+    if isinstance(value, Mapping):
+        return sum(_nbytes(v) for v in value.values())
+    if isinstance(value, tuple | list):
+        return sum(_nbytes(v) for v in value)
+    return 0
 
 
 def _round(tree: Mapping[str, np.ndarray], dtype: Any) -> Arrays:

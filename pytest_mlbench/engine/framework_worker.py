@@ -14,8 +14,9 @@ each by its handler in COMMANDS (a case's commands by theirs in CASE_COMMANDS):
     Peak(dtype)                 this framework's best matmul GFLOP/s at a dtype
 
 An exception inside a case command is returned as that case's failure (protocol.Failed,
-Raised), not raised: the worker keeps serving. Skips (a device or dtype the framework lacks)
-come back as protocol.Skipped.
+Raised), not raised: the worker keeps serving. Skips (a device or dtype the framework lacks,
+or an instruction set the host's CPU lacks: engine/hostlimits.py) come back as
+protocol.Skipped.
 """
 
 from __future__ import annotations
@@ -23,16 +24,20 @@ from __future__ import annotations
 import gc
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from pytest_mlbench import frameworks
 from pytest_mlbench import threads as threading_
+from pytest_mlbench.engine import hostlimits
 from pytest_mlbench.engine import protocol as p
 from pytest_mlbench.engine.server import CaseServer
 from pytest_mlbench.errors import Unavailable, Unsupported
 
 PEAK_N = {"float64": 1024, "float32": 1536, "bfloat16": 1024}  # large enough for the peak
+# on a GPU: 1024^2 at bfloat16 is microseconds there, launch-bound (an H100's dense bfloat16
+# is 989 TFLOP/s); 8192^2 is 1.1 TFLOP, milliseconds at any dtype
+PEAK_N_GPU = 8192
 PEAK_REPEATS = 3  # in every process; the session keeps the best of all
 LEARN_S = 0.1  # how long a case's first warm-up round repeats while its threads are watched
 LEARN_RANK_ROUNDS = 5  # the same on every rank of a data-parallel pool (not a time)
@@ -144,7 +149,8 @@ class FrameworkWorker:
         if handler is None:
             raise ValueError(f"unknown command {name!r} ({type(command).__name__}): this worker "
                              f"serves {sorted(c.name for c in COMMANDS)}")
-        if not (isinstance(command, p.OnCase) and isinstance(command.command, p.Round)):
+        if not (isinstance(command, p.OnCase)
+                and isinstance(command.command, p.Round | p.BareLoop)):
             self._off_timed_cores()  # a turn's rounds are over: its fetch, or anything else
         return handler(self, command)
 
@@ -158,21 +164,24 @@ class FrameworkWorker:
                             pinned=self.pinned, compiler_start_s=self.compiler_start_s)
 
     def open(self, command: p.Open) -> p.Outcome:
-        return self._guarded(lambda: p.Opened(self._open(command.spec)))
+        return self._guarded(lambda: p.Opened(self._open(command.spec)), command.spec)
 
     def on_case(self, command: p.OnCase) -> p.Outcome:
         handler = CASE_COMMANDS.get(type(command.command))
         if handler is None:
             raise ValueError(f"unknown case command {type(command.command).__name__}: a case "
                              f"serves {sorted(c.name for c in CASE_COMMANDS)}")
-        return self._guarded(lambda: handler(self, self.cases[command.handle], command.command))
+        spec = self.cases[command.handle].spec if command.handle in self.cases else {}
+        return self._guarded(lambda: handler(self, self.cases[command.handle], command.command),
+                             spec)
 
     def close_case(self, command: p.Close) -> p.Done:
         release(self.cases, command.handle)
         return p.Done()
 
     def peak(self, command: p.Peak) -> p.PeakFound:
-        n = PEAK_N.get(command.dtype, 1024)
+        on_gpu = any(case.spec.get("device") == "gpu" for case in self.cases.values())
+        n = PEAK_N_GPU if on_gpu else PEAK_N.get(command.dtype, 1024)
         return p.PeakFound(self.adapter.matmul_gflops(command.dtype, n, PEAK_REPEATS))
 
     # -- a case's commands that the worker does more than pass on -------------------------------
@@ -181,6 +190,12 @@ class FrameworkWorker:
         if self.pinned.get("pinned"):
             return run_rounds(case, command)
         return self._on_timed_cores(lambda: run_rounds(case, command))
+
+    def bare_loop(self, case: CaseServer, command: p.BareLoop) -> p.Seconds:
+        """On the timed cores, as a round is."""
+        if self.pinned.get("pinned"):
+            return case.bare_loop(command.keys)
+        return self._on_timed_cores(lambda: case.bare_loop(command.keys))
 
     def learn(self, case: CaseServer, command: p.Learn) -> p.RoundsRan:
         """A first warm-up round: the threads it busies get pinned (training repeats a loss
@@ -194,8 +209,8 @@ class FrameworkWorker:
         return handle
 
     @staticmethod
-    def _guarded(fn: Callable[[], Any]) -> p.Outcome:
-        """The command's reply, or what went wrong in the case, as data."""
+    def _guarded(fn: Callable[[], Any], spec: Mapping[str, Any] | None = None) -> p.Outcome:
+        """The command's reply, or what went wrong in the case (``spec``), as data."""
         try:
             return p.Ok(fn())
         except (Unavailable, Unsupported) as exc:
@@ -203,6 +218,9 @@ class FrameworkWorker:
         except AssertionError as exc:
             return p.Failed(str(exc))
         except Exception as exc:  # the implementation's own error: its traceback is the report
+            lacks = hostlimits.host_lacks(exc, spec or {})  # unless the host lacks the means
+            if lacks is not None:
+                return p.Skipped(lacks)
             return p.Raised(f"{type(exc).__name__}: {exc}", traceback.format_exc())
 
     def close(self) -> None:
@@ -267,6 +285,7 @@ CASE_COMMANDS: dict[type[p.CaseCommand[Any]], Callable[[FrameworkWorker, CaseSer
     p.Evaluate: _evaluate,
     p.Steps: _steps,
     p.Round: FrameworkWorker.round,
+    p.BareLoop: FrameworkWorker.bare_loop,
     p.Learn: FrameworkWorker.learn,
     p.Fetch: _fetch,
     p.Finish: _finish,

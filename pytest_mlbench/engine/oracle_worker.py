@@ -7,6 +7,10 @@ under x64 (backend "jax") or with torch float64 through array_api_compat (backen
 Two independent autodiff systems, so the parent can cross-check them when both are installed;
 the parent also verifies the oracle against finite differences of the NumPy forward.
 
+A shape whose float64 reference a CPU cannot afford gets a worker configured ``dtype``
+"float32" and ``device`` "gpu" (checking/reference.py): floating arrays computed at float32
+on the device (matmuls at full float32, never TF32), integers kept, results back as float64.
+
 Commands (payload: workload folder path, then arrays as float64 NumPy):
     value_and_grad  (path, params, data) -> (loss, grads)
     forward         (path, params, data) -> outputs
@@ -26,16 +30,29 @@ import numpy as np
 from pytest_mlbench.workloads import catalogue
 
 Arrays = dict[str, np.ndarray]
+# the floating dtype and device of this worker's arithmetic (Oracle sets them at start)
+FLOAT: Any = np.float64
+DEVICE = "cpu"
+
+
+def _floating(array: np.ndarray) -> np.ndarray:
+    """``array`` at FLOAT when it is floating (integer token ids and labels stay integers)."""
+    return np.asarray(array, FLOAT) if np.issubdtype(np.asarray(array).dtype, np.floating) \
+        else np.asarray(array)
 
 
 class Oracle:
     def __init__(self, rank: int, world: int, config: dict[str, Any]) -> None:
+        global FLOAT, DEVICE
         self.backend = config["backend"]
+        FLOAT, DEVICE = np.dtype(config.get("dtype", "float64")), config.get("device", "cpu")
         if self.backend == "jax":
             import jax
 
-            jax.config.update("jax_enable_x64", True)
+            jax.config.update("jax_enable_x64", FLOAT == np.float64)
             jax.config.update("jax_default_matmul_precision", "highest")
+        else:
+            _torch_setup()
         self.specs: dict[str, Any] = {}
 
     def spec(self, path: str) -> Any:
@@ -49,7 +66,13 @@ class Oracle:
         path, params, data, *rest = payload
         spec = self.spec(path)
         fn = getattr(JaxOps if self.backend == "jax" else TorchOps, command)
-        return fn(spec, params, data, *rest)
+        try:
+            return fn(spec, params, data, *rest)
+        finally:
+            if DEVICE == "gpu" and self.backend == "torch":
+                import torch
+
+                torch.cuda.empty_cache()  # the session's framework workers share the device
 
     def close(self) -> None:
         pass
@@ -57,6 +80,17 @@ class Oracle:
 
 def _first_input(spec: Any) -> str:
     return spec.input_keys[0]
+
+
+def _torch_setup() -> None:
+    """torch's float32 matmuls at float32 (no TF32); on a GPU every tensor the model makes
+    (an arange, a mask) there too."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    if DEVICE == "gpu":
+        torch.set_default_device("cuda")
 
 
 class JaxOps:
@@ -70,7 +104,7 @@ class JaxOps:
     def _in(tree: Arrays) -> Any:
         import jax.numpy as jnp
 
-        return {k: jnp.asarray(v) for k, v in tree.items()}
+        return {k: jnp.asarray(_floating(v)) for k, v in tree.items()}
 
     @staticmethod
     def _out(value: Any) -> Any:
@@ -89,7 +123,7 @@ class JaxOps:
         if isinstance(extra, dict):
             extra = cls._in(extra)
         elif extra is not None:
-            extra = jax.numpy.asarray(extra)
+            extra = jax.numpy.asarray(_floating(extra))
         return cls.compiled[key](cls._in(params), cls._in(data), extra)
 
     @staticmethod
@@ -186,13 +220,15 @@ class TorchOps:
     def _in(tree: Arrays) -> Any:
         import torch
 
-        return {k: torch.from_numpy(np.array(v, copy=True)) for k, v in tree.items()}
+        device = "cuda" if DEVICE == "gpu" else "cpu"
+        return {k: torch.from_numpy(np.array(_floating(v), copy=True)).to(device)
+                for k, v in tree.items()}
 
     @staticmethod
     def _out(value: Any) -> Any:
         if isinstance(value, dict):
-            return {k: v.detach().numpy().astype(np.float64) for k, v in value.items()}
-        return value.detach().numpy().astype(np.float64)
+            return {k: v.detach().cpu().numpy().astype(np.float64) for k, v in value.items()}
+        return value.detach().cpu().numpy().astype(np.float64)
 
     @classmethod
     def _fns(cls, spec: Any, data: Arrays) -> tuple[Any, Any]:
@@ -226,7 +262,7 @@ class TorchOps:
 
         forward, _ = cls._fns(spec, data)
         _, pullback = torch.func.vjp(forward, cls._in(params))  # type: ignore[misc]
-        return cls._out(pullback(torch.from_numpy(np.array(cotangent, copy=True)))[0])
+        return cls._out(pullback(cls._in({"u": cotangent})["u"])[0])
 
     @classmethod
     def hvp(cls, spec: Any, params: Arrays, data: Arrays, vector: Arrays) -> Any:

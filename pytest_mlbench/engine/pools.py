@@ -69,10 +69,18 @@ class FrameworkPool:
     threads: int
     affinity: str
     caches: str  # the session's compile-cache folder ("" for none)
-    kept: str = ""  # a folder kept across sessions for torch's and numba's (--mlbench-compile-cache)
+    kept: str = ""  # the compile cache kept across sessions, torch's and numba's part
+    xla: str = ""  # the folder of JAX's XLA cache for this pool ("": compile, keep nothing)
     side: Side = field(default_factory=Side)
     compiler: str = "cpu"  # the device to warm the compiler up on at start ("" for none)
     launch: Launch | None = None  # what the workers start from (default: this process, now)
+    # its cases run on a GPU: a single-device worker starts on every core of the session, so
+    # that its compiler's and runtime's host threads are not confined to the one core a CPU
+    # case computes on (the one-thread rule is for CPU compute: docs/MEASURING.md)
+    gpu: bool = False
+    # a remote.Listener: the ranks are workers a launcher started that connect to it
+    # (engine/remote.py); None, the default: this host's own children
+    external: Any = None
     pool: Pool | None = None
     info: list[p.WorkerInfo] = field(default_factory=list)  # each rank's, as the pool started
     ended: str = ""  # why the workers ended, when a command found them dead or hung
@@ -109,11 +117,18 @@ class FrameworkPool:
                   "threads": threads, "affinity": self.affinity, "compiler": self.compiler,
                   "free_cores": threading_.cores(), "dp": dp}
         env = {**threading_.environment(threads), **allocator.ENV,
-               **compile_caches(self.caches, launch.environ, self.kept), **env}
+               **compile_caches(self.caches, launch.environ, self.kept, self.xla), **env}
         spec = WorkerSpec(TARGET, world, config, env, self.side.python, self.side.path, cores,
                           launch)
-        self.pool = Pool(spec, start_timeout=START_TIMEOUT_S, timeout=CALL_TIMEOUT_S,
-                         failed=lambda reply: isinstance(reply, p.Skipped | p.Failed | p.Raised))
+        failed = lambda reply: isinstance(reply, p.Skipped | p.Failed | p.Raised)  # noqa: E731
+        if self.external is not None:  # workers a launcher started (engine/remote.py)
+            from pytest_mlbench.engine.remote import ExternalPool
+            self.pool = ExternalPool(spec, self.external, nodes=self.key.nodes,
+                                     start_timeout=START_TIMEOUT_S, timeout=CALL_TIMEOUT_S,
+                                     failed=failed)
+        else:
+            self.pool = Pool(spec, start_timeout=START_TIMEOUT_S, timeout=CALL_TIMEOUT_S,
+                             failed=failed)
         self.pool.spawn()
 
     def started(self) -> None:
@@ -143,7 +158,7 @@ class FrameworkPool:
         n, nodes = self.key.workers, self.key.nodes
         mine = available[:self.threads if n == 1 else max(self.threads, n)]
         if n == 1:
-            return 1, {}, [mine], {}
+            return 1, {}, [available if self.gpu else mine], {}
         settings: dict[str, Any] = {"workers": n, "nodes": nodes, "timeout_s": CALL_TIMEOUT_S,
                                     "master_addr": "127.0.0.1",
                                     "master_port": free_loopback_port()}
@@ -215,13 +230,15 @@ class Pools:
     affinity: str
     launch: Launch | None = None
     caches: str = ""  # the session's compile-cache folder, set as the campaign starts
-    kept: str = ""  # --mlbench-compile-cache, for a campaign that times nothing
+    kept: str = ""  # the compile cache kept across sessions ("": the session's own folder)
+    xla: dict[str, str] = field(default_factory=dict)  # framework -> its XLA cache, this pass
+    gpu: bool = False  # every case runs on a GPU (FrameworkPool.gpu)
     live: dict[PoolKey, FrameworkPool] = field(default_factory=dict)
 
     def new(self, key: PoolKey, side: Side, compiler: str) -> FrameworkPool:
         return FrameworkPool(key, self.registry[key.framework], self.threads, self.affinity,
-                             self.caches, kept=self.kept, side=side, compiler=compiler,
-                             launch=self.launch)
+                             self.caches, kept=self.kept, xla=self.xla.get(key.framework, ""),
+                             side=side, compiler=compiler, launch=self.launch, gpu=self.gpu)
 
     def get(self, key: PoolKey) -> FrameworkPool | None:
         return self.live.get(key)
@@ -311,36 +328,41 @@ def implementation_frames(text: str) -> str:
 
 
 def compile_caches(folder: str, environ: Mapping[str, str] = os.environ,
-                   kept: str = "") -> dict[str, str]:
+                   kept: str = "", xla: str = "") -> dict[str, str]:
     """Where the frameworks keep compiled code. torch's inductor (FX graph and kernel caches)
-    and numba (``cache=True``) share one folder per session, empty at the start: what the
-    first pass reports as compile time is a cold compile, and later passes load the same
-    kernels instead of building them again.
+    and numba (``cache=True``) share one folder: ``kept``, the compile cache kept across
+    sessions (storing/compile_cache.py), or else the session's ``folder``, empty at the start.
+    torch's inductor keys what it keeps by the graph, its inputs, its configuration and torch's
+    version, and builds its precompiled header there once (the torch adapter moves it from the
+    temporary folder, ``share_precompiled_headers``): a cold first compile in a worker cost
+    8.4 s here, one in a folder an earlier session filled 3.8 s.
 
-    XLA (JAX, and TensorFlow's jit_compile functions) compiles afresh in every process, the
-    way a user's process does unless it configures a persistent cache: an executable loaded
-    from XLA's persistent cache ran 7-25% faster in a worker than the same program compiled
-    in it (jax-jit lstm 11.8-13.5 ms a step in the processes that loaded it, 14.4-16.2 in
-    those that compiled it), so one process compiling and the others loading measured two
-    different things, and the first pass of every JAX and TensorFlow case read 5-35% slower
-    than the rest. A persistent cache the user's environment configures is switched off in
-    the workers for the same reason. TensorFlow's AutoGraph writes converted source to
-    temporary files that a killed worker cannot delete: they go to the folder too.
-
-    ``kept`` (--mlbench-compile-cache, only for sessions that time nothing, which report no
-    compile time): torch's and numba's caches live there instead, from one session to the
-    next. torch's inductor keys what it keeps by the graph, its inputs, its configuration and
-    torch's version, and builds its precompiled header there once (the torch adapter moves
-    it from the temporary folder, ``share_precompiled_headers``): a cold first compile in
-    a worker cost 8.4 s here, one in a folder an earlier session filled 3.8 s. XLA compiles
-    afresh either way."""
-    xla = " ".join(flag for flag in environ.get("TF_XLA_FLAGS", "").split()
-                   if not flag.startswith(TF_XLA_CACHE_FLAG))
-    off = {"JAX_ENABLE_COMPILATION_CACHE": "false", "TF_XLA_FLAGS": xla}
+    JAX's XLA reads and writes its persistent cache in ``xla`` (``jax/`` there), every
+    compilation however short; with ``xla`` empty it compiles afresh in the process and keeps
+    nothing, a cache the user's environment configures switched off too. Which it is, pass by
+    pass, is measuring/cache_plan.py's choice: an executable loaded from XLA's cache ran 7-25%
+    faster in a worker than the same program compiled in it (jax-jit lstm 11.8-13.5 ms a step
+    in the processes that loaded it, 14.4-16.2 in those that compiled it), so a run's
+    processes must all load or all compile. TensorFlow's XLA (jit_compile) compiles in every
+    process, its persistent cache switched off: its entries are keyed by what the process
+    traced before (a run's later processes, whose compiler was not warmed up, missed every
+    entry its first wrote). TensorFlow's AutoGraph writes converted source to temporary files
+    that a killed worker cannot delete: they go to the session's folder."""
+    flags = " ".join(flag for flag in environ.get("TF_XLA_FLAGS", "").split()
+                     if not flag.startswith(TF_XLA_CACHE_FLAG))
+    cached = {"JAX_ENABLE_COMPILATION_CACHE": "false", "TF_XLA_FLAGS": flags}
+    if xla:
+        cached = {"JAX_ENABLE_COMPILATION_CACHE": "true",
+                  "JAX_COMPILATION_CACHE_DIR": os.path.join(xla, "jax"),
+                  "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+                  "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1",
+                  # none of XLA's own caches beside it: their folder (under the cache's) is
+                  # part of every key, and a first pass fills a folder of its own
+                  "JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES": "none", "TF_XLA_FLAGS": flags}
     if not folder:
-        return off
+        return cached
     root = kept or folder
-    return {**off, "TORCHINDUCTOR_CACHE_DIR": os.path.join(root, "inductor"),
+    return {**cached, "TORCHINDUCTOR_CACHE_DIR": os.path.join(root, "inductor"),
             "NUMBA_CACHE_DIR": os.path.join(root, "numba"),
             "MLBENCH_TF_SCRATCH": os.path.join(folder, "tf-tmp")}
 

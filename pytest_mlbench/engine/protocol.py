@@ -99,7 +99,9 @@ class RoundsRan:
     """Timed rounds: per round its seconds, the worker's serial number, the digest of its
     kept result, its page faults and the runner's step count after it; for the command, the
     heap's re-pre-touch (None when nothing changed it) and the worker's own clock: the whole
-    command (``span``), the harness's work between rounds, what readings left out."""
+    command (``span``), the harness's work between rounds, what readings left out, and its
+    work after each round's clock (``after``, per round, in the process's CPU seconds: the host
+    copies and digests of its results)."""
 
     seconds: list[float]
     serials: list[int]
@@ -110,6 +112,7 @@ class RoundsRan:
     span: float
     between: float
     outside: float
+    after: list[float] | None = None
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,9 @@ class Finished:
     policy: str | None  # why the precision policy no longer holds (None: it holds)
     census: Any
     dtypes: dict[str, str]
+    # the case's compilations the framework's persistent compile cache served and those it
+    # compiled (loaded, compiled; the adapter's ``persistent_cache``), None where it keeps no count
+    compile_cache: tuple[int, int] | None = None
     snapshot: Snapshot | None = None  # training, when asked to evaluate
     trained: Gradient | None = None  # loss and gradient where training took the parameters
     # a parallel case: bytes of parameters, gradients and optimizer state held on each of
@@ -260,6 +266,16 @@ class Round(CaseCommand[RoundsRan]):
     keys: list[list[int]] | None = None
     follows: bool = False
     name: ClassVar[str] = "round"
+
+
+@dataclass(frozen=True)
+class BareLoop(CaseCommand[Seconds]):
+    """The built step ``len(keys)`` times in a plain loop, fed the same way as a round's
+    calls (``keys``: each call's, as a Round's), one sync at the end: seconds a call
+    (runners.bare_loop). Informative: the harness's overhead is a round's figure over it."""
+
+    keys: list[int]
+    name: ClassVar[str] = "bare_loop"
 
 
 @dataclass(frozen=True)

@@ -1,16 +1,21 @@
 """What one timed call is, per kind of task, around the object an implementation's build(case)
 returned. Runs in the worker. The timed region of every round is the same for every kind:
 
-    start clock; k calls; read what the round produced; adapter.sync(all of it);
-    every result made host NumPy by the adapter; stop clock
+    start clock; for each call: its batch or probe selected (prepare), the call;
+    read what the round produced (references); check each is the framework's own concrete
+    array on the case's device (``check_concrete``); adapter.sync(all of it); stop clock
 
-so the work of every call must be finished before the clock stops: whatever the round's
-results are (parameters and optimizer state, or the calls' outputs) leave the clock as NumPy
-copies the harness made, after checking that each is the framework's own concrete array type
-(``concrete``). An object of any other type (a duck type whose ``__array__`` or ``.numpy()``
-would do owed work when converted) fails the case: nothing of a round is converted after
-its clock has stopped. The clock is this module's, read once per round; the parent times
-every turn with its own clock too (measuring/case_run.py), so a replaced clock shows.
+and then, after the clock, every result made a host NumPy copy (``materialise``), digested
+and kept for the audit. The clock stops when the framework says the work is done: a
+synchronised array of the framework's exact type (no subclass, wrapper, tracer or lazy
+tensor) holds its values, and copying it to the host runs no code of the implementation's;
+what that copy costs is the transfer's, not the step's (on a GPU, many times the step:
+docs/MEASURING.md). An object of any other type fails the case before it is converted or
+synchronised. Whatever a round needs (each step's batch, each call's probe) is made inside
+its clock, so no part of a round's work can be done in its preparation; the harness's work
+after the clock is timed on the same clock and bounded by the parent
+(audit.assert_rounds_fit). The clock is this module's, read once per round; the parent
+times every turn with its own clock too (measuring/case_run.py), so a replaced clock shows.
 
 The implementation protocols (ADDING_WORKLOADS.md has complete examples):
 
@@ -53,20 +58,43 @@ def concrete_types(adapter: Any) -> tuple[type, ...] | None:
     return (*PYTHON_NUMBERS, *types()) if callable(types) else None
 
 
+# the process's CPU time over all its threads, bound as this module loads (before any
+# implementation): the harness's work after a round's clock is measured with it
+process_time = time.process_time
 PYTHON_NUMBERS = (float, int)  # a loss as a Python number (loss.item()) is concrete too
 
 
-def concrete(adapter: Any, value: Any, what: str, accepted: tuple[type, ...] | None) -> np.ndarray:
-    """``value`` as a NumPy copy, made by the adapter, once its type is one of the
-    framework's own concrete arrays (``adapter.concrete_types()``; an adapter without that
-    method converts whatever it gets). Any other object is refused before it is converted: a
-    conversion that runs the implementation's code could do work the clock never saw."""
-    if accepted is not None and type(value) not in accepted:
+def assert_concrete(adapter: Any, value: Any, what: str,
+                    accepted: tuple[type, ...] | None) -> None:
+    """``value`` is one of the framework's own concrete arrays (``adapter.concrete_types()``,
+    by exact type; an adapter without that method accepts anything) on the case's device
+    (``adapter.on_device``, where the adapter has it). Checked inside the clock, before the
+    sync and before any conversion: an object of another type could do owed work when
+    synchronised or converted, after the clock."""
+    if accepted is None:
+        return
+    if type(value) not in accepted:
         names = ", ".join(sorted(_type_name(t) for t in accepted))
         raise NotConcrete(
             f"{what} is a {_type_name(type(value))}, not one of {adapter.name}'s own "
             f"concrete arrays ({names}): work owed, not done (a result converted after "
             "the clock could do the round's work untimed); return the framework's arrays")
+    where = getattr(adapter, "on_device", None)
+    if where is not None and not isinstance(value, PYTHON_NUMBERS) and not where(value):
+        raise NotConcrete(f"{what} is not on the case's device ({_device_of(value)}): a "
+                          "result elsewhere (a lazy or meta tensor, another device) is not "
+                          "the finished work of the step; return the case device's arrays")
+
+
+def _device_of(value: Any) -> str:
+    found = getattr(value, "device", None)
+    return str(found() if callable(found) else found)
+
+
+def concrete(adapter: Any, value: Any, what: str, accepted: tuple[type, ...] | None) -> np.ndarray:
+    """``value`` as a NumPy copy made by the adapter, once it is one of the framework's own
+    concrete arrays (``assert_concrete``)."""
+    assert_concrete(adapter, value, what, accepted)
     return adapter.to_numpy(value)
 
 
@@ -80,6 +108,15 @@ def concrete_tree(adapter: Any, tree: Any, what: str,
     if isinstance(tree, Mapping):
         return {k: concrete(adapter, v, f"{what} {k!r}", accepted) for k, v in tree.items()}
     return concrete(adapter, tree, what, accepted)
+
+
+def assert_concrete_tree(adapter: Any, tree: Any, what: str,
+                         accepted: tuple[type, ...] | None) -> None:
+    if isinstance(tree, Mapping):
+        for k, v in tree.items():
+            assert_concrete(adapter, v, f"{what} {k!r}", accepted)
+    else:
+        assert_concrete(adapter, tree, what, accepted)
 
 
 def check_protocol(obj: Any, kind: str, where: str) -> None:
@@ -188,17 +225,32 @@ class TransformRunner(Runner):
         return _to_np(self.adapter, self.call(probe))
 
 
-def materialise(runner: Runner, outs: list[Any], tail: Any) -> tuple[list[Any], Any]:
-    """A round's results as NumPy, inside the clock: every call's output (training: the loss
-    step() returned) and the tail (training: parameters and optimizer state)."""
+def read(runner: Runner, outs: list[Any]) -> tuple[list[Any], Any]:
+    """A round's results as references, inside its clock: every call's output and the tail
+    (training: parameters and optimizer state), each checked to be the framework's own
+    concrete array on the case's device (``assert_concrete``), nothing converted."""
     adapter, accepted = runner.adapter, runner.accepted()
-    found = [concrete_tree(adapter, out, f"the result of timed call {i + 1}", accepted)
-             for i, out in enumerate(outs)]
+    for i, out in enumerate(outs):
+        assert_concrete_tree(adapter, out, f"the result of timed call {i + 1}", accepted)
+    tail = runner.tail()
+    if tail is not None:
+        params, state = tail
+        tail = (dict(params), dict(state) if state else {})
+        assert_concrete_tree(adapter, tail[0], "params()", accepted)
+        assert_concrete_tree(adapter, tail[1], "state()", accepted)
+    return outs, tail
+
+
+def materialise(runner: Runner, outs: list[Any], tail: Any) -> tuple[list[Any], Any]:
+    """A round's results (as ``read`` checked them) as NumPy copies, after its clock: every
+    call's output (training: the loss step() returned) and the tail (training: parameters
+    and optimizer state)."""
+    adapter = runner.adapter
+    found = [_to_np(adapter, out) for out in outs]
     if tail is None:
         return found, None
     params, state = tail
-    return found, (concrete_tree(adapter, dict(params), "params()", accepted),
-                   concrete_tree(adapter, dict(state), "state()", accepted) if state else {})
+    return found, (_to_np(adapter, params), _to_np(adapter, state) if state else {})
 
 
 RUNNERS = {"train": TrainRunner, "infer": InferRunner, "transform": TransformRunner}
@@ -210,15 +262,30 @@ def _to_np(adapter: Any, out: Any) -> Any:
     return adapter.to_numpy(out)
 
 
-def timed_round(runner: Runner, probes: Sequence[Any], guard: Callable[[], Any]) -> tuple[
-        float, list[Any], Any]:
-    """One timed round: every call, the round's reads, one sync, every result made NumPy;
-    seconds, the outputs and the tail, all NumPy."""
+def as_given(key: Any) -> Any:
+    """A round's inputs as they were given (steps(): None, the data as they are)."""
+    return key
+
+
+def timed_round(runner: Runner, keys: Sequence[Any], guard: Callable[[], Any],
+                prepare: Callable[[Any], Any] = as_given) -> tuple[float, list[Any], Any]:
+    """One timed round: for each key its batch or probe made (``prepare``) and the call, the
+    round's reads checked, one sync; the seconds, and the outputs and tail as references
+    (``materialise`` copies them after the clock)."""
     with guard():
         start = time.perf_counter()
-        outs = [runner.call(p) for p in probes]
-        tail = runner.tail()
+        outs = [runner.call(prepare(k)) for k in keys]
+        outs, tail = read(runner, outs)
         runner.adapter.sync((outs, tail))
-        outs, tail = materialise(runner, outs, tail)
         seconds = time.perf_counter() - start
     return seconds, outs, tail
+
+
+def bare_loop(runner: Runner, keys: Sequence[Any], prepare: Callable[[Any], Any]) -> float:
+    """The same built step in a plain loop, fed the same way, with one sync at its end and
+    nothing of the harness's between its calls: seconds a call. Informative (the harness's
+    overhead is the figure over this), never audited."""
+    start = time.perf_counter()
+    outs = [runner.call(prepare(k)) for k in keys]
+    runner.adapter.sync((outs, runner.tail()))
+    return (time.perf_counter() - start) / max(len(keys), 1)

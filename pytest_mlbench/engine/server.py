@@ -43,6 +43,7 @@ class CaseServer:
     def __init__(self, adapter: Any, spec: dict[str, Any], rank: int = 0,
                  dp: dict[str, Any] | None = None) -> None:
         self.adapter, self.spec, self.rank = adapter, spec, rank
+        self.cache_before = _persistent_cache(adapter)  # the compile cache's counts, so far
         root = Path(spec["root"])
         workload = catalogue.load_workload(root / spec["workload"])
         shape, task = workload.shape(spec["size"], spec["shape"]), workload.task(spec["task"])
@@ -77,6 +78,14 @@ class CaseServer:
         self.serial = 0  # timed rounds run so far, warm-up ones too (round, fetch)
         self.stash: dict[int, Any] = {}  # the results of the latest round command's rounds
         self.outputs_shape = self._outputs_shape(inputs)
+        # training: the seeded rows on the device, the harness's own (no implementation holds
+        # them), from which each timed step's batch is selected where the step runs
+        self.rows: dict[str, Any] = {}
+        if task.kind == "train":
+            with self.phase("build"):
+                data.assert_drawable(workload, shape, inputs)
+                self.rows = {k: adapter.asarray(v) for k, v in inputs.items()}
+                self._batch(1)  # the selection's own first use (JAX compiles its gather)
 
     def _build(self, root: Path, workload: Any, dp: dict[str, Any] | None) -> Any:
         module = catalogue.implementation(root, workload, self.id.framework)
@@ -122,22 +131,37 @@ class CaseServer:
                        hyperparameters=hyper, compiles=dict(self.compiles))
 
     def probes(self, keys: list[int]) -> list[Any]:
-        """Framework arrays of the probes with these keys (untimed preparation). Key 0 is the
-        probe the checks before timing evaluate; a timed call's key is a secret the parent
-        sends with its round (``round``)."""
+        """Framework arrays of the probes (or training batches) with these keys."""
+        return [self.prepare(k) for k in keys]
+
+    def prepare(self, key: int) -> Any:
+        """A call's input, made inside its round's clock (a data loader's feed): training,
+        the step's batch; other kinds, the call's probe. Key 0 is the one the checks before
+        timing use; a timed call's key is a secret the parent sends with its round."""
         if self.id.task.kind == "train":
-            return [self._batch(i) for i in keys]
-        return [{k: self.adapter.asarray(v) for k, v in self._probe(i).items()}
-                for i in keys]
+            return self._batch(key)
+        return {k: self.adapter.asarray(v) for k, v in self._probe(key).items()}
 
     def _batch(self, key: int) -> dict[str, Any]:
-        """A training step's batch, framework arrays placed as the case's engine wants them
-        (untimed preparation): key 0, the seeded data; any other, the rows its key draws."""
+        """A training step's batch, placed as the case's engine wants it: key 0, the seeded
+        data; any other, the rows its key draws (data.batch_rows), selected on the device
+        from the seeded rows already there, so that a step's only traffic from the host is
+        its indices."""
         if key == 0:
             return self.base
-        found = data.batch(self.id.workload, self.id.shape, self.inputs, key)
-        arrays = {k: self.adapter.asarray(v) for k, v in found.items()}
+        rows = data.batch_rows(self.id.workload, self.id.shape, self.inputs, key)
+        arrays = {k: self._take(k, r) for k, r in rows.items()}
         return self.case.shard(arrays) if self.case.shard else arrays
+
+    def _take(self, name: str, rows: np.ndarray | None) -> Any:
+        """Array ``name``'s rows ``rows`` (None: as seeded), by the adapter's selection on
+        the device (``take``); an adapter without one sends the rows from the host."""
+        if rows is None:
+            return self.rows[name]
+        take = getattr(self.adapter, "take", None)
+        if take is None:
+            return self.adapter.asarray(np.asarray(self.inputs[name])[rows])
+        return take(self.rows[name], rows)
 
     def rehearsal(self) -> Callable[[], Any] | None:
         """What a pinning warm-up repeats after its round (engine/framework_worker.py): the
@@ -177,6 +201,7 @@ class CaseServer:
             for _ in range(n):
                 seconds, outs, tail = runners.timed_round(self.runner, [None],
                                                           contextlib.nullcontext)
+                outs, tail = runners.materialise(self.runner, outs, tail)
                 losses.append(float(np.asarray(outs[0], np.float64)))
                 times.append(seconds)
             dtypes = self._dtypes()
@@ -205,9 +230,11 @@ class CaseServer:
         serials: list[int] = []
         faults: list[int] = []
         steps: list[int] = []
-        # on the same clock: the harness's own work between rounds, and what the round's
-        # readings leave out of the readings around them (nothing, on one honest clock)
+        # on the same clock: the harness's own work between rounds, what the round's
+        # readings leave out of the readings around them (nothing, on one honest clock), and
+        # its work after each round's clock (the results' host copies and digests)
         between, outside, ended = 0.0, 0.0, None
+        after: list[float] = []
         if not follows:
             kept_last = self.stash.get(self.serial)
             self.stash = {} if kept_last is None else {self.serial: kept_last}
@@ -216,29 +243,45 @@ class CaseServer:
         with self.phase("timing"), self._where():
             guard = self._guard()
             for r in range(rounds):
-                probes = self.probes(keys[r] if keys else [0] * calls)
+                call_keys = keys[r] if keys else [0] * calls
                 before = allocator.minor_faults()
                 start = runners.time.perf_counter()
-                took, outs, tail = runners.timed_round(self.runner, probes, guard)
+                took, outs, tail = runners.timed_round(self.runner, call_keys, guard,
+                                                       self.prepare)
                 end = runners.time.perf_counter()
+                end_cpu = runners.process_time()
                 between += 0.0 if ended is None else start - ended
                 outside += end - start - took
-                ended = end
                 faults.append(allocator.minor_faults() - before)
                 seconds.append(took)
                 self.serial += 1
-                result = self._result(outs, tail)
+                # training keeps the state the round left, not each step's loss: nothing
+                # of a round is copied that the audit does not read
+                kept = [] if self.id.task.kind == "train" else outs
+                result = self._result(*runners.materialise(self.runner, kept, tail))
                 self.stash[self.serial] = result
                 serials.append(self.serial)
                 digests.append(result_digest(result))
                 steps.append(self.runner.calls)
+                ended = runners.time.perf_counter()
+                # the process's CPU time, every thread's: what work after the clock costs,
+                # whether or not a busy host preempted the worker there (a CPU-bound round
+                # that used its time slice is preempted right after it, 4-7 ms on a loaded
+                # 2-core host, which wall time would count)
+                after.append(runners.process_time() - end_cpu)
         # page faults of each round (memory the OS mapped in while the clock ran), read
         # outside the clock: a step that pays the allocator every time shows it. ``span``:
         # the whole command on the same clock, which the parent compares with its own
         return RoundsRan(seconds=seconds, serials=serials, digests=digests, faults=faults,
                          steps=steps, pretouched=again,
                          span=runners.time.perf_counter() - began, between=between,
-                         outside=outside)
+                         outside=outside, after=after)
+
+    def bare_loop(self, keys: list[int]) -> Seconds:
+        """The built step over ``keys`` in a plain loop (runners.bare_loop), after the audited
+        rounds: nothing may compile here either."""
+        with self.phase("timing"), self._where():
+            return Seconds(runners.bare_loop(self.runner, keys, self.prepare))
 
     def _result(self, outs: list[Any], tail: Any) -> Any:
         """What a round produced, as the audit reads it: training, the parameters and state
@@ -315,7 +358,14 @@ class CaseServer:
                         compile_s=compile_s, policy=policy, census=census, dtypes=dtypes,
                         snapshot=snapshot, trained=trained, resident=self._resident(),
                         collectives=self._collectives() if profile else None,
-                        loss_scale=self._loss_scale())
+                        loss_scale=self._loss_scale(), compile_cache=self._compile_cache())
+
+    def _compile_cache(self) -> tuple[int, int] | None:
+        """What the persistent compile cache served this case, and what it compiled."""
+        now, before = _persistent_cache(self.adapter), self.cache_before
+        if now is None or before is None:
+            return None
+        return now[0] - before[0], now[1] - before[1]
 
     def _loss_scale(self) -> float | None:
         runner = self.runner
@@ -358,8 +408,9 @@ class CaseServer:
         probe = getattr(self.adapter, "peak_memory", None)
         if probe is None:
             return PeakMemory(None)
-        return PeakMemory(probe(lambda: runners.timed_round(self.runner, self.probes([0]),
-                                                            contextlib.nullcontext)))
+        return PeakMemory(probe(lambda: runners.timed_round(self.runner, [0],
+                                                            contextlib.nullcontext,
+                                                            self.prepare)))
 
 
 def result_digest(result: Any) -> Any:
@@ -368,3 +419,10 @@ def result_digest(result: Any) -> Any:
     if isinstance(result, dict):
         return data.digest(result["params"], result["state"])
     return [data.digest(out if isinstance(out, dict) else {"": out}) for out in result]
+
+
+def _persistent_cache(adapter: Any) -> tuple[int, int] | None:
+    """The adapter's count of compilations its persistent compile cache served and those it
+    compiled, in this process so far (None: it keeps none)."""
+    counts = getattr(adapter, "persistent_cache", None)
+    return counts() if callable(counts) else None

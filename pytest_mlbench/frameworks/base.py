@@ -81,6 +81,11 @@ class Adapter(Protocol):
         framework also compiles behind the user's back (JAX's eager dispatch) adds
         ``backend_compiles()``, every compilation: nothing may rise while timed."""
 
+    # optional: ``persistent_cache() -> (loaded, compiled)``, the compilations the framework's
+    # persistent compile cache served in this process so far, and those it compiled instead
+    # (engine/server.py reports a case's; measuring/cache_plan.py judges its compile figure
+    # cold or from the cache); an adapter without it is judged by its XLA cache (TensorFlow)
+
     def census(self, root: Any) -> tuple[int, str] | None:
         """Trainable elements the framework enumerates behind ``root`` (an implementation's
         trainer), and what holds them; None when it holds nothing the framework enumerates."""
@@ -91,6 +96,11 @@ class Adapter(Protocol):
     def to_numpy(self, value: Any) -> np.ndarray:
         """Back to NumPy as a copy, keeping the dtype (bfloat16 as ml_dtypes.bfloat16)."""
 
+    # optional: ``take(value, rows) -> array``, rows ``rows`` (a NumPy integer array) of a
+    # device array along its first axis, selected on the device: a training step's batch
+    # (engine/server.py); an adapter without it has the rows sent from the host.
+    # optional: ``on_device(value) -> bool``, whether a result is on the case's device
+    # (engine/runners.assert_concrete, inside the clock; cheap: read, never moved).
     # optional: ``concrete_types() -> tuple[type, ...]``, the exact types of the framework's
     # own concrete arrays a timed call may return (engine/runners.concrete refuses any other
     # object, by exact type, before converting it inside the clock); an adapter without it

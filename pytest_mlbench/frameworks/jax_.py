@@ -28,7 +28,9 @@ PLATFORMS = {"cpu": "cpu", "gpu": "gpu", "tpu": "tpu"}
 # JAX explains each cache miss of a function traced from user code on this logger, and
 # announces every backend compilation (``jit(<name>)``) as this monitoring event
 TRACE_LOGGER = "jax._src.interpreters.partial_eval"
+CACHE_LOGGER = "jax._src.compiler"  # XLA's persistent cache: its misses and writes
 COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+CACHE_HIT, CACHE_MISS = "/jax/compilation_cache/cache_hits", "/jax/compilation_cache/cache_misses"
 XLA_POOL = ("tf_XLAEigen",)  # the names of XLA's CPU compute threads
 # libraries of the JAX stack whose own jitted helpers run as shipped inside an eager step
 LIBRARIES = ("optax", "flax", "equinox", "chex")
@@ -68,12 +70,21 @@ class _Compiles(logging.Handler):
         self.user: set[str] = set()
         self.count = 0
         self.all = 0
+        self.loaded = self.missed = 0  # XLA's persistent cache: served, compiled for it
 
     def emit(self, record: logging.LogRecord) -> None:
         text = record.getMessage()
         if "TRACING CACHE MISS" in text:
             self.user.update(m[1] or m[2] for m in self.MISS.finditer(text)
                              if not (m[3] and library_file(m[3])))
+
+    def cached(self, event: str, **kwargs: Any) -> None:
+        """XLA's persistent cache: an executable loaded from it, or not found there (then
+        compiled; each is also one of ``all``)."""
+        if event == CACHE_HIT:
+            self.loaded += 1
+        elif event == CACHE_MISS:
+            self.missed += 1
 
     def compiled(self, event: str, duration_secs: float, **kwargs: str | int) -> None:
         if event != COMPILE_EVENT:
@@ -104,8 +115,13 @@ class JaxAdapter:
         logger = logging.getLogger(TRACE_LOGGER)
         logger.addHandler(self._compiles)
         logger.propagate = False  # read, not printed
+        # explaining cache misses explains each miss of XLA's persistent cache and each write
+        # to it too, as warnings: those are counted (persistent_cache), not printed
+        logging.getLogger(CACHE_LOGGER).addFilter(
+            lambda record: "persistent compilation cache" not in record.getMessage().lower())
         jax.config.update("jax_explain_cache_misses", True)
         jax.monitoring.register_event_duration_secs_listener(self._compiles.compiled)
+        jax.monitoring.register_event_listener(self._compiles.cached)
         self._watch = SettingsWatch()
         self._watch_settings()
 
@@ -194,6 +210,11 @@ class JaxAdapter:
     def backend_compiles(self) -> int:
         return self._compiles.all
 
+    def persistent_cache(self) -> tuple[int, int]:
+        """Compilations XLA's persistent cache served, and those it compiled, so far (both 0
+        while the campaign keeps the cache off: cache_plan.py)."""
+        return self._compiles.loaded, self._compiles.missed
+
     def census(self, root: Any) -> tuple[int, str] | None:
         """Flax variables (``{"params": ...}`` collections) behind the trainer. Not inside an
         optax state: a momentum or moment slot of Flax variables has their tree, ``params``
@@ -216,6 +237,16 @@ class JaxAdapter:
 
     def to_numpy(self, value: Any) -> np.ndarray:
         return np.array(value, copy=True)
+
+    def take(self, value: Any, rows: np.ndarray) -> Any:
+        """The rows selected on the device, by index: only the indices cross from the host."""
+        import jax
+
+        return value[jax.device_put(rows, self._device)]
+
+    def on_device(self, value: Any) -> bool:
+        platform = self._device.platform
+        return all(d.platform == platform for d in value.devices())
 
     def concrete_types(self) -> tuple[type, ...]:
         """A timed call's results: JAX's concrete array type (never a tracer or a wrapper),

@@ -19,6 +19,7 @@ class NumbaAdapter(NumpyAdapter):
     def __init__(self) -> None:
         super().__init__()
         self._compiles = 0
+        self._jitted: list[Any] = []  # the dispatchers compile() made, for their cache counts
         from numba.core import event
 
         class Listener(event.Listener):  # numba announces every compilation as an event
@@ -42,7 +43,15 @@ class NumbaAdapter(NumpyAdapter):
         return {**super().threads(), "numba.get_num_threads": numba.get_num_threads()}
 
     def compile_events(self) -> int:
-        return self._compiles
+        """Compilations, and signatures loaded from numba's cache instead (a load while timed
+        is a new signature too)."""
+        return self._compiles + self.persistent_cache()[0]
+
+    def persistent_cache(self) -> tuple[int, int]:
+        """Signatures of the compiled functions numba's cache served, and those it compiled,
+        so far."""
+        return (sum(sum(d.stats.cache_hits.values()) for d in self._jitted),
+                sum(sum(d.stats.cache_misses.values()) for d in self._jitted))
 
     def compile(self, fn: Callable[..., Any], variant: str,
                 donate: tuple[int, ...] = ()) -> Compiled:
@@ -51,9 +60,11 @@ class NumbaAdapter(NumpyAdapter):
             raise Unsupported(f"numba has no {variant} variant (plain NumPy is the eager one)")
         import numba
 
-        # cache=True: in the session's NUMBA_CACHE_DIR (set by the campaign, empty at the
-        # start), so only the first pass compiles; functions numba cannot cache compile as usual
+        # cache=True: in the NUMBA_CACHE_DIR the campaign sets (the compile cache kept across
+        # runs, or the session's own), so what one process compiled the next loads; functions
+        # numba cannot cache compile as usual
         jitted = numba.njit(fn, cache=True, fastmath=False)
+        self._jitted.append(jitted)
         # One signature per compilation: a new one during timing is a recompile.
         return Compiled(jitted, variant, traces=lambda: len(jitted.signatures),
                         name=getattr(fn, "__name__", ""))

@@ -74,6 +74,9 @@ class NumpyAdapter:
     def to_numpy(self, value: Any) -> np.ndarray:
         return np.array(value, copy=True)
 
+    def take(self, value: Any, rows: np.ndarray) -> Any:
+        return value[rows]
+
     def concrete_types(self) -> tuple[type, ...]:
         """What a timed call may return: NumPy arrays and NumPy scalars (a loss)."""
         return NUMPY_TYPES

@@ -214,6 +214,20 @@ class TensorflowAdapter:
     def to_numpy(self, value: Any) -> np.ndarray:
         return np.array(value.numpy(), copy=True)
 
+    def take(self, value: Any, rows: np.ndarray) -> Any:
+        """The rows selected on the device, by index: only the indices cross from the host."""
+        import tensorflow as tf
+
+        with tf.device(self._device):
+            return tf.gather(value, rows)
+
+    def on_device(self, value: Any) -> bool:
+        kind = self._device.split("/")[-1].split(":")[0]  # "CPU" of "/CPU:0"
+        device = getattr(value, "device", None)  # a Keras variable's is its tf.Variable's
+        if device is None:
+            device = getattr(getattr(value, "value", None), "device", "")
+        return f"{kind}:" in str(device).upper()
+
     def concrete_types(self) -> tuple[type, ...]:
         """A timed call's results: eager tensors and resource variables (Keras 3's variables
         on the TensorFlow backend too, when Keras is loaded)."""

@@ -56,9 +56,9 @@ class TorchAdapter:
         self._limit: Any = None
         self._watch = SettingsWatch()
         self._torchscript = 0
-        # Compile caches on, in a folder the session's workers share (the campaign sets
-        # TORCHINDUCTOR_CACHE_DIR): the folder starts empty, so the first pass's compile time,
-        # the one reported, is cold, and later passes do not compile again.
+        # Compile caches on, in the folder the campaign sets (TORCHINDUCTOR_CACHE_DIR: the
+        # compile cache kept across runs, or the session's own), which every worker shares:
+        # a graph one process compiled the next loads (persistent_cache counts which).
         if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
             cache = tempfile.mkdtemp(prefix="mlbench-inductor-")
             os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
@@ -157,6 +157,14 @@ class TorchAdapter:
 
         return int(counters["frames"]["total"]) + self._torchscript
 
+    def persistent_cache(self) -> tuple[int, int]:
+        """FX graphs inductor's cache served, and those it compiled (or bypassed), so far."""
+        from torch._dynamo.utils import counters
+
+        found = counters["inductor"]
+        return (int(found["fxgraph_cache_hit"]),
+                int(found["fxgraph_cache_miss"] + found["fxgraph_cache_bypass"]))
+
     def _count_torchscript(self) -> None:
         """torch.jit.script and torch.jit.trace compile too: count their calls."""
         import torch
@@ -208,6 +216,16 @@ class TorchAdapter:
 
             return value.float().numpy().astype(ml_dtypes.bfloat16)
         return np.array(value.numpy(), copy=True)  # .numpy() shares the tensor's memory
+
+    def take(self, value: Any, rows: np.ndarray) -> Any:
+        """The rows selected on the device, by index: only the indices cross from the host."""
+        import torch
+
+        index = torch.from_numpy(rows).to(self._device, non_blocking=True)
+        return value.index_select(0, index)
+
+    def on_device(self, value: Any) -> bool:
+        return bool(value.device.type == self._device.type)
 
     def concrete_types(self) -> tuple[type, ...]:
         """A timed call's results: plain tensors and parameters, no subclass (a subclass's

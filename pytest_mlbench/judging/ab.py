@@ -6,7 +6,8 @@ workers alive side by side and their timed turns alternating (measuring/campaign
 base ran beside process i of the head, so each case gets paired samples, and slow periods of a
 shared runner fall on both alike. A case is SLOWER when the paired bootstrap over processes
 puts it slower with p below --mlbench-gate-alpha and by more than --mlbench-gate-threshold;
-any SLOWER case fails the session. ``--mlbench-ab=python:/path/to/python`` compares this tree
+any SLOWER case fails the session, as a failed report pytest counts (judging/verdict.py: the
+session's last line reads ``1 failed``). ``--mlbench-ab=python:/path/to/python`` compares this tree
 run by another environment's interpreter (a framework upgrade, say) instead of another
 revision.
 
@@ -29,11 +30,12 @@ import pytest
 from pytest_mlbench import stats
 from pytest_mlbench.engine import leftovers
 from pytest_mlbench.engine.pools import Side
-from pytest_mlbench.judging import regression
+from pytest_mlbench.judging import regression, verdict
 from pytest_mlbench.measuring.outcome import Outcome
 from pytest_mlbench.options import GateSettings, OptionError, parse_percent
 
 BASE = "base"
+NOTHING_RAN = "nothing judged: no mlbench case ran"
 
 
 class ABError(Exception):
@@ -153,10 +155,17 @@ class ABSession:
                 raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.mlbench_gate: {exc}") \
                     from None
 
+    @pytest.hookimpl(tryfirst=True)  # its verdict's report before --junitxml writes its file
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        failed = self.judgement is None or regression.fails(self.judgement)
-        if failed and session.exitstatus == 0:  # nothing judged is never a pass
+        failure = (regression.failed_line(self.judgement) if self.judgement is not None
+                   else NOTHING_RAN)
+        if failure is not None and session.exitstatus == 0:  # nothing judged is never a pass
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        verdict.report(session, verdict.AB, failure)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_report_teststatus(self, report: Any) -> tuple[str, str, str] | None:
+        return verdict.status(report)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_benchmark_update_json(self, config: pytest.Config, benchmarks: Any,
@@ -174,7 +183,7 @@ class ABSession:
         tr = terminalreporter
         tr.section(f"mlbench A/B against {self.label} (paired, per step)")
         if self.judgement is None:
-            tr.write_line("mlbench A/B: nothing judged: no mlbench case ran", red=True)
+            tr.write_line(f"mlbench A/B: {NOTHING_RAN}", red=True)
             return
         for line in regression.table(self.judgement.rows):
             tr.write_line(line)

@@ -207,18 +207,29 @@ def details(j: Judgement) -> list[str]:
 
 
 def summary(j: Judgement) -> str:
+    """The gate's line: passed, with how many were judged, or what failed."""
+    failure = failed_line(j)
+    if failure is not None:
+        return f"mlbench gate: {'' if failure.startswith('nothing') else 'FAILED: '}{failure}"
+    rest = len(j.rows) - len(j.judged) + len(j.missing)
+    return (f"mlbench gate: passed ({len(j.judged)} judged, none significantly slower"
+            f"{f'; {rest} not judged' if rest else ''})")
+
+
+def failed_line(j: Judgement) -> str | None:
+    """Why the gate failed, naming the slower benchmarks (``1 of 9 judged benchmarks slower:
+    ...``) or ``nothing judged: ...``; None when it passed."""
     why = j.nothing_judged()
     if why is not None:
-        return f"mlbench gate: nothing judged: {why}"
+        return f"nothing judged: {why}"
     failed, judged = j.failed, j.judged
-    rest = len(j.rows) - len(judged) + len(j.missing)
-    tail = f"; {rest} not judged" if rest else ""
     if not failed:
-        return (f"mlbench gate: passed ({len(judged)} judged, none significantly slower"
-                f"{tail})")
-    return (f"mlbench gate: FAILED: {len(failed)} of {len(judged)} judged benchmarks slower: "
+        return None
+    rest = len(j.rows) - len(judged) + len(j.missing)
+    return (f"{len(failed)} of {len(judged)} judged benchmarks slower: "
             + ", ".join(f"{r.name} {tables.number(r.ratio.change, '+.1%')} "
-                        f"(p={r.ratio.p_slower:.2g})" for r in failed if r.ratio) + tail)
+                        f"(p={r.ratio.p_slower:.2g})" for r in failed if r.ratio)
+            + (f"; {rest} not judged" if rest else ""))
 
 
 def fails(j: Judgement) -> bool:

@@ -6,7 +6,8 @@ there, as one-line usage errors: options that leave nothing to time (--benchmark
 --benchmark-skip, pytest-xdist), a baselines folder or name that cannot be written, a baseline
 that cannot be read or trusted. At session finish the save publishes the run only when the
 session succeeded (or, with --mlbench-save-partial, as a partial run), and the gate judges;
-their lines come last in the terminal summary.
+their lines come last in the terminal summary, and the gate's verdict is a test report pytest
+counts (judging/verdict.py): a failed gate makes the session's last line read ``1 failed``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import pytest
 from pytest_benchmark.utils import safe_dumps
 
 from pytest_mlbench import __version__
-from pytest_mlbench.judging import regression
+from pytest_mlbench.judging import regression, verdict
 from pytest_mlbench.options import GATE_MARKER, GateSettings, OptionError, parse_percent
 from pytest_mlbench.storing import fingerprint, machine, runs
 from pytest_mlbench.storing.baselines import BaselineError, BaselineStorage, is_explicit
@@ -158,6 +159,7 @@ class GateSession:
         except OptionError as exc:
             pytest.fail(f"@pytest.mark.mlbench_gate(threshold=...): {exc}", pytrace=False)
 
+    @pytest.hookimpl(tryfirst=True)  # its verdict's report before --junitxml writes its file
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         try:
             output = session_json(self.config)
@@ -165,6 +167,7 @@ class GateSession:
         except BaselineError as exc:
             self.lines.append(f"mlbench gate: nothing judged: {exc}")
             session.exitstatus = session.exitstatus or pytest.ExitCode.TESTS_FAILED
+            verdict.report(session, verdict.GATE, f"nothing judged: {exc}")
             return
         self.lines = self.machine_lines(current.machine_info if output else None)
         self.judgement = regression.judge(self.baseline, current,
@@ -172,6 +175,11 @@ class GateSession:
                                           alpha=self.settings.alpha, thresholds=self.thresholds)
         if regression.fails(self.judgement) and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        verdict.report(session, verdict.GATE, regression.failed_line(self.judgement))
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_report_teststatus(self, report: Any) -> tuple[str, str, str] | None:
+        return verdict.status(report)
 
     def machine_lines(self, machine_info: Any) -> list[str]:
         mine = fingerprint.fingerprint(machine_info or current_machine_info())

@@ -12,11 +12,11 @@ process). A pass alternates two kinds of phase, comparison group by comparison g
   case's own cores, so a slow period of the host falls on every implementation alike instead
   of on whichever ran then.
 
-The first pass is the full one (measuring/case_run.py): every check, the cold compile time (the
-compile caches start empty), the first call and the peak memory. Later passes load torch's
-and numba's kernels from those caches (XLA compiles in every process: engine/pools.
-compile_caches) and repeat only the checks a fresh process needs; every pass's
-timed rounds are audited.
+The first pass is the full one (measuring/case_run.py): every check, the compile time (cold,
+or loaded from the compile cache kept across runs, and then said so), the first call and the
+peak memory. Later passes load torch's and numba's kernels from the cache (XLA's processes all
+load or all compile: measuring/cache_plan.py) and repeat only the checks a fresh process
+needs; every pass's timed rounds are audited.
 
 An A/B session has two lanes, the base revision's cases and this one's: their workers live
 side by side, a case's base and head turns follow each other (ABAB, the order alternating by
@@ -59,6 +59,7 @@ from pytest_mlbench.engine.pools import (
 )
 from pytest_mlbench.errors import Unavailable, Unsupported
 from pytest_mlbench.measuring import schedule
+from pytest_mlbench.measuring.cache_plan import CachePlan
 from pytest_mlbench.measuring.case_run import TURN_WARMUP, CaseRun
 from pytest_mlbench.measuring.hostspeed import HostProbe
 from pytest_mlbench.measuring.outcome import CaseState, Outcome, key_of, outcome_of
@@ -78,14 +79,14 @@ class Campaign:
     def __init__(self, lanes: Sequence[Lane], plan: Plan, registry: Mapping[str, str],
                  oracle: OracleService, progress: Callable[[str], None] = lambda line: None,
                  launch: Launch | None = None) -> None:
-        self.plan, self.oracle = plan, oracle
+        self.plan, self.oracle, self.lanes = plan, oracle, tuple(lanes)
         # what every worker starts from: ``launch`` (default: this process, then)
         self.pools = Pools(registry, plan.threads, plan.affinity, launch)
         self.states: dict[str, CaseState] = {}
         for lane in lanes:
             for cid in lane.cases:
                 self.states[key_of(lane.side, cid)] = CaseState(cid, lane)
-        self.references: dict[tuple[str, str, str], Reference] = {}
+        self.references: dict[tuple[str, str, str, str], Reference] = {}
         self.contexts: dict[str, phases.Context] = {}
         self.peaks: dict[str, float] = {}
         self._data_secrets: dict[int, int] = {}  # pass -> its data secret (data_secret)
@@ -95,7 +96,10 @@ class Campaign:
         self.sheet = timesheet.Timesheet()  # where the campaign's seconds went (timesheet.py)
         self.pass_no = 0  # the pass under way (0: the first, the one that reports compile time)
         self.progress = Progress(progress, len(self._groups()),
-                                 plan.processes if plan.timing else 1, time.monotonic())
+                                 plan.processes if plan.timing else 1, time.monotonic(),
+                                 cases=len(self.states))
+        # the compile cache kept across runs: which caches each pass reads (cache_plan.py)
+        self.cache = CachePlan(plan.compile_cache, "", plan.timing, self.progress.write)
         self.cancelled = False
         # untimed jobs side by side, one per core of the session (they share nothing but
         # the oracle, which serialises its own calls)
@@ -108,18 +112,25 @@ class Campaign:
         self.progress.started = started = time.monotonic()
         passes = self.progress.passes
         self.pools.caches = leftovers.temp_folder("mlbench-caches-")  # removed even if killed
-        self.pools.kept = self.plan.compile_cache  # "" unless nothing is timed
+        self.cache.session = self.pools.caches
         try:
+            self.cache.open(self.lanes)
+            self.pools.kept = self.cache.kept()
+            self.pools.gpu = bool(self.states) and all(
+                s.cid.device == "gpu" for s in self.states.values())
             # the parent's own NumPy (references, audits) on one BLAS thread for the whole
             # campaign: it never leaves spinning threads on a core, and threads share it
             with one_blas_thread():
                 for p in range(passes):
+                    self.pools.xla = self.cache.xla(p)
                     if self.plan.timing:
                         self._pass(p)
                         if p == 0:
                             self.progress.first_pass_s = time.monotonic() - started
+                            self.cache.first_pass_done()
                     else:
                         self._check_only()
+            self.cache.close(self.states.values())
         finally:
             self.pools.close()
             self.oracle.close()
@@ -317,11 +328,13 @@ class Campaign:
         if state.key not in self.contexts:
             policy = POLICIES[cid.precision]
             inputs, params = data.seeded_start(cid.workload, cid.shape, self.plan.seed, policy)
-            ref_key = (lane.side.name, cid.workload.name, cid.shape.label)
+            # a float32 reference is computed on the cases' device (Shape.reference)
+            device = cid.device if cid.shape.reference == "float32" else "cpu"
+            ref_key = (lane.side.name, cid.workload.name, cid.shape.label, device)
             if ref_key not in self.references:
                 self.references[ref_key] = Reference(
                     cid.workload, cid.shape, self.plan.seed,
-                    str(lane.catalogue.folder(cid.workload.name)), self.oracle)
+                    str(lane.catalogue.folder(cid.workload.name)), self.oracle, device)
             side = f" [{lane.side.name}]" if lane.side.name else ""
             self.contexts[state.key] = phases.Context(
                 cid, self.references[ref_key], policy,
@@ -382,7 +395,10 @@ class Campaign:
     def _finish(self, run: CaseRun, p: int) -> None:
         state = self._state(run)
         try:
-            state.add(run.finish())
+            facts = run.finish()
+            state.add(facts)
+            if p == 0:  # the pass that reports the compile time: where it came from
+                state.compiled_from = self.cache.judged(state.cid, facts.compile_cache)
         except BaseException as exc:  # noqa: BLE001
             self._fail(state, exc, run.pool)
         finally:
@@ -423,10 +439,11 @@ class Campaign:
     # -- timing ------------------------------------------------------------------------------
 
     def _measure_peaks(self, runs: Sequence[CaseRun], p: int) -> None:
-        """Each framework's best matmul at each dtype in use, once in every process (every
-        process is treated alike: a large matmul leaves a framework's runtime warmer); the
-        session keeps the best."""
-        wanted = {(run.pool.key, run.ctx.policy.dtype) for run in runs
+        """Each framework's best matmul at each compute dtype in use (a mixed policy's
+        bfloat16 or float16, not its float32 storage), once in every process (every process is
+        treated alike: a large matmul leaves a framework's runtime warmer); the session keeps
+        the best."""
+        wanted = {(run.pool.key, run.ctx.policy.compute_dtype) for run in runs
                   if run.pool.key.workers == 1}
         for key, dtype in sorted(wanted, key=str):
             if (p, key, dtype) in self.peaked:
@@ -467,6 +484,23 @@ class Campaign:
                     continue
                 for run in (pair if cycle % 2 == 0 else pair[::-1]):  # ABAB, then BABA
                     self._turn(run, counts[cycle], cycle)
+        if self.plan.timing:  # each case's bare loop, alone, after its audited rounds
+            for run in runs:
+                self._bare_loop(run)
+
+    def _bare_loop(self, run: CaseRun) -> None:
+        """The case's step in a plain loop beside its figure (CaseRun.bare_loop), every other
+        worker stopped as for a turn."""
+        state = self._state(run)
+        if not state.alive or not run.recorded:
+            return
+        with timesheet.account(self.sheet, self.pass_no, run.pool.key.framework):
+            with timesheet.spend("turns"):
+                self._activate(run.pool)
+                try:
+                    run.bare_loop()
+                except BaseException as exc:  # noqa: BLE001
+                    self._fail(state, exc, run.pool)
 
     def _turn(self, run: CaseRun, count: int, cycle: int, discard: int = TURN_WARMUP,
               alone: bool = True) -> None:

@@ -6,9 +6,9 @@ themselves are in checking/phases.py (checking/audit.py while timed), the refere
 
 Every pass runs the same checks before timing, in a fresh process, against references the
 first pass computed (they are cached): every framework traces and compiles the same
-functions in the same order in every process (torch and numba load from the session's
-compile caches what the first pass compiled; XLA compiles afresh: engine/pools.
-compile_caches). Every pass's timed rounds are audited: every round's results are made
+functions in the same order in every process (torch and numba load from the compile cache
+what the first pass, or an earlier run, compiled; XLA's processes all load or all compile:
+measuring/cache_plan.py). Every pass's timed rounds are audited: every round's results are made
 NumPy inside its clock and kept in the worker, a digest of each sent back with the turn;
 which rounds are judged is drawn from a secret only this process holds (CaseRun.secret),
 and they are fetched after their turn and checked against the digests. Inference and
@@ -24,6 +24,7 @@ what a pass found of its case goes back to the campaign as one value, ``PassFact
 
 from __future__ import annotations
 
+import math
 import secrets
 import time
 from collections.abc import Mapping, Sequence
@@ -42,6 +43,13 @@ from pytest_mlbench.workloads import data
 WARMUP = 0  # round 0 is a warm-up: it runs like every other round and is never recorded
 TURN_WARMUP = 1  # rounds each timed turn runs first and drops (the worker was just resumed)
 CALL_MIN_S = 120.0  # a timed turn's timeout is 20 times what it should take, at least this
+# a timed session's rounds last at least this long: the shape's steps_per_call repeated as
+# often as it takes (timeit's autorange, pyperf's loop calibration). A round pays one sync
+# (a GPU's: tens of microseconds), two clock reads and its reads' type checks (about a
+# microsecond a leaf): under 1% of 10 ms. At most CALLS_FACTOR_MAX times the shape's calls
+CALIBRATED_ROUND_S = 0.010
+CALLS_FACTOR_MAX = 256
+BARE_ROUNDS = 3  # a bare loop runs this many rounds' calls, after one round's calls dropped
 R = TypeVar("R")
 
 
@@ -61,6 +69,9 @@ class PassTiming:
 
     rounds: tuple[RecordedRound, ...]
     faults_per_step: float
+    calls: int = 0  # calls a round made (the calibrated count; rounds are recorded per
+    # steps_per_call calls)
+    bare_step_s: float | None = None  # the bare loop's seconds a step (None: not run)
 
 
 @dataclass(frozen=True)
@@ -83,6 +94,7 @@ class PassFacts:
     census: Any
     arithmetic: dict[str, dict[str, Any]]  # phases.check_arithmetic's findings
     compile_s: float | None = None
+    compile_cache: tuple[int, int] | None = None  # the persistent cache's (loaded, compiled)
     first_call_s: float | None = None
     peak_memory: tuple[int, str] | None = None
     resident: dict[str, list[int]] | None = None  # a parallel case's bytes held per worker
@@ -98,6 +110,10 @@ class CaseRun:
     audits: set[int] = field(default_factory=set)  # timed round numbers to audit
     handle: int | None = None
     round_s: float = 0.0  # the warm-up round's duration: what a round costs
+    steps_per_call: int = 0  # the shape's calls a round, which recorded rounds are scaled to
+    bare_s: list[float] = field(default_factory=list)  # the bare loop's seconds a call
+    afters: list[float] = field(default_factory=list)  # each timed round's work after it
+    round_seconds: list[float] = field(default_factory=list)  # each timed round's seconds
     checked_step_s: list[float] = field(default_factory=list)
     compile_s: float | None = None
     kept: dict[int, Any] = field(default_factory=dict)
@@ -124,7 +140,7 @@ class CaseRun:
     clock: dict[str, Any] = field(default_factory=lambda: {
         "parent_s": 0.0, "worker_s": 0.0, "timed_s": 0.0, "turns": 0, "rounds": 0,
         "commands": 0,
-        "between_s": 0.0, "outside_s": 0.0, "round_work_s": 0.0})
+        "between_s": 0.0, "outside_s": 0.0, "round_work_s": 0.0, "after_s": 0.0})
 
     @property
     def train(self) -> bool:
@@ -185,16 +201,20 @@ class CaseRun:
         """Two warm-up rounds (never recorded): the faster says what a round costs; the state
         the second leaves is where timed round 1 starts. Then the heap pre-touch (a timed
         session) and the compile time the first calls took."""
-        times = []
+        times: list[float] = []  # each warm-up round's seconds a call
+        self.steps_per_call = self.steps_per_call or self.calls
         for warm_up in range(2):
+            if warm_up == 1 and self.timed:
+                self.calls = calibrated_calls(self.steps_per_call,
+                                              times[0] * self.steps_per_call)
             keys = self._keys(1)
             command: p.CaseCommand[p.RoundsRan] = p.Round(1, self.calls, keys)
             if pin and warm_up == 0:  # also finds the threads that worked and pins them
                 command = p.Learn(p.Round(1, self.calls, keys), pin=True)
             warm = self._ask(command)
-            times.append(float(warm.seconds[0]))
+            times.append(float(warm.seconds[0]) / self.calls)
             self._ran([WARMUP], warm, keys)
-        self.round_s = min(times)
+        self.round_s = min(times) * self.calls  # at the calls every timed round makes
         if pretouch:
             self.heap = self._ask(p.Pretouch()).facts
         self.compile_s = float(self._ask(p.CompiledSeconds()).value)
@@ -297,7 +317,9 @@ class CaseRun:
         with spend("audits"):
             self._fetch(numbers)
         self._pretouched_again([r.pretouched for r in reply if r.pretouched])
-        self.recorded += [RecordedRound(s, cycle, f)
+        # recorded as the seconds of the shape's steps_per_call calls (Measure's unit)
+        scale = self.steps_per_call / self.calls if self.steps_per_call else 1.0
+        self.recorded += [RecordedRound(s * scale, cycle, f)
                           for s, f in zip(seconds[discard:], faults[discard:], strict=True)]
         self.rounds_done += total
         return seconds[discard:]
@@ -319,6 +341,39 @@ class CaseRun:
         clock["rounds"] += len(seconds)
         clock["between_s"] += max(float(r.between) for r in reply)
         clock["outside_s"] += max(float(r.outside) for r in reply)
+        # per round, the slowest rank's: the rounds' own seconds and the work after them
+        afters = [r.after or [] for r in reply]
+        if all(len(a) == len(seconds) for a in afters):
+            self.afters += [max(col) for col in zip(*afters, strict=True)]
+            self.round_seconds += list(seconds)
+            clock["after_s"] = float(np.median(self.afters))
+            clock["round_median_s"] = float(np.median(self.round_seconds))
+        clock["after_bounded"] = float(self.ctx.cid.device == "cpu")
+
+    def bare_loop(self) -> None:
+        """The built step in a plain loop, alone on the cores like a turn: one round's calls
+        dropped (the worker was just resumed), then BARE_ROUNDS rounds' (runners.bare_loop);
+        its seconds a call, the slowest rank's. Informative, never audited: the record's
+        ``overhead`` is the figure over it."""
+        assert self.handle is not None
+        found = 0.0
+        for calls in (self.calls, BARE_ROUNDS * self.calls):
+            keys = self._bare_keys(calls)
+            found = max(float(s.value) for s in self.pool.case(self.handle, p.BareLoop(keys)))
+        self.bare_s.append(found)
+
+    def _bare_keys(self, calls: int) -> list[int]:
+        """Each call's key for a bare loop of ``calls`` calls, drawn as a round's are
+        (training: the next steps' batch keys, which the worker counts as steps)."""
+        if self.train:
+            cid = self.ctx.cid
+            first = self.steps_sent + 1
+            self.steps_sent += calls
+            return [data.step_key(self.data_secret, cid.workload, cid.shape, n)
+                    for n in range(first, self.steps_sent + 1)]
+        self.sent += 1
+        rng = data.generator(self.secret, self.spec["name"], "bare", str(self.sent))
+        return [int(k) for k in rng.integers(1, 2**62, calls)]
 
     def _fetch(self, numbers: Sequence[int]) -> None:
         """After every turn, the results of its audited rounds (training: and of the round
@@ -405,6 +460,7 @@ class CaseRun:
             arithmetic=dict(self.ctx.arithmetic), resident=done.resident,
             collectives=done.collectives,
             compile_s=self.compile_s if self.full else None,
+            compile_cache=done.compile_cache if self.full else None,
             first_call_s=(self.checked_step_s[0] if self.checked_step_s else None)
             if self.full else None,
             peak_memory=memory)
@@ -438,7 +494,9 @@ class CaseRun:
             return None
         steps = len(self.recorded) * self.calls
         faults = sum(r.faults for r in self.recorded)
-        return PassTiming(tuple(self.recorded), faults / steps if steps else 0.0)
+        bare = min(self.bare_s) if self.bare_s else None
+        return PassTiming(tuple(self.recorded), faults / steps if steps else 0.0, self.calls,
+                          bare)
 
     def _round_work(self, r: int, call: int | None, digest_s: float) -> None:
         """What the harness's own work between two rounds costs, as this process does it:
@@ -475,6 +533,14 @@ class CaseRun:
                 self.handle = None
 
 
+def calibrated_calls(steps_per_call: int, round_s: float) -> int:
+    """Calls a timed round makes: the shape's ``steps_per_call`` times the smallest whole
+    factor that makes a round of ``round_s`` (at the shape's calls) last
+    CALIBRATED_ROUND_S, at most CALLS_FACTOR_MAX."""
+    factor = math.ceil(CALIBRATED_ROUND_S / max(round_s, 1e-9))
+    return steps_per_call * min(max(factor, 1), CALLS_FACTOR_MAX)
+
+
 def joined(parts: Sequence[Sequence[p.RoundsRan]]) -> list[p.RoundsRan]:
     """A turn's Round commands' replies (each a list, one per rank) as one reply per rank:
     the rounds' lists end to end, the spans and gaps added; the pre-touch check is the first
@@ -491,7 +557,8 @@ def joined(parts: Sequence[Sequence[p.RoundsRan]]) -> list[p.RoundsRan]:
             pretouched=mine[0].pretouched,
             span=sum(float(m.span) for m in mine),
             between=sum(float(m.between) for m in mine),
-            outside=sum(float(m.outside) for m in mine)))
+            outside=sum(float(m.outside) for m in mine),
+            after=[v for m in mine for v in (m.after or [])]))
     return ranks
 
 

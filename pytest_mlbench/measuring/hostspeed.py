@@ -94,6 +94,11 @@ def measure(repeats: int = REPEATS) -> dict[str, float]:
             "memory_ms": _median_ms(_walk(), repeats)}
 
 
+def loop_ms(repeats: int = 5) -> float:
+    """The Python-loop probe alone (about 30 ms): what a job's estimate scales by."""
+    return _median_ms(_loop, repeats)
+
+
 @dataclass
 class HostProbe:
     """One reading per timed pass, in the order taken."""

@@ -7,7 +7,7 @@ where CaseRun makes it, and where ``add`` or ``record_of`` reads it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_mlbench.checking.asserts import assert_plausible
@@ -36,6 +36,10 @@ class CaseState:
     lane: Lane
     timed: list[PassTiming] = field(default_factory=list)  # the passes that timed rounds
     compile_s: float | None = None
+    # what the compile figure came from, "cold" or "cache" ("" eager), and the case's cold
+    # figure beside one from the cache (measuring/cache_plan.py, set by the campaign)
+    compiled_from: str = ""
+    cold_compile_s: float | None = None
     first_call_s: float | None = None
     checks: dict[str, Any] = field(default_factory=dict)
     environment: dict[str, Any] = field(default_factory=dict)
@@ -119,8 +123,13 @@ def record_of(state: CaseState, plan: Plan, peaks: dict[str, float]) -> Record:
             tuple(tuple(r.cycle for r in t.rounds) for t in state.timed),
             state.compile_s, state.first_call_s,
             cid.workload.flops(cid.task, cid.shape.dims),
-            peaks.get(POLICIES[cid.precision].dtype),
-            tuple(t.faults_per_step for t in state.timed))
+            peaks.get(POLICIES[cid.precision].compute_dtype),  # the matmuls' dtype
+            tuple(t.faults_per_step for t in state.timed),
+            tuple(t.calls for t in state.timed),
+            tuple(t.bare_step_s for t in state.timed if t.bare_step_s is not None))
+    if measure is not None and state.compiled_from:  # cold, or from the compile cache
+        measure = replace(measure, compiled_from=state.compiled_from,
+                          cold_compile_s=state.cold_compile_s)
     env = dict(state.environment)
     env.update({"affinity": plan.affinity, "processes": len(state.timed),
                 "seed": plan.seed, "size": plan.size})

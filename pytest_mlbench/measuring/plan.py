@@ -29,7 +29,7 @@ class Plan:
     size: str
     max_time: float  # seconds of timed rounds per case, over all passes
     min_rounds: int  # recorded rounds per case, over all passes
-    compile_cache: str = ""  # a folder kept across sessions (timing False only), or ""
+    compile_cache: str = "cold"  # the compile cache kept across sessions, or "cold"
 
 
 @dataclass(frozen=True)

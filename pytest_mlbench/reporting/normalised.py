@@ -21,15 +21,19 @@ from pytest_mlbench.storing.record import Measure, Record
 
 NEXT = f"next run {stats.PREDICTION:.0%}"
 HEADER = ("implementation", "step (ms)", NEXT, "normalised", NEXT,
-          "GFLOP/s", "util", "compile (s)", "procs x rounds", "")
+          "GFLOP/s", "util", "over bare", "compile (s)", "procs x rounds", "")
+OVERHEAD_NOTE = 1.10  # a figure this far over its bare loop is marked
 
 
 def legend() -> str:
     """One line under the table for a first-time reader: what its columns mean."""
     return (f"normalised: step time over the group's fastest; [a, b]: a {stats.PREDICTION:.0%} "
             "interval for the figure the next run (as many processes) will show; util: share of "
-            "this session's measured matmul peak; compile: the first process's cold compile "
-            "time, never inside a timed round (README: reading the table)")
+            "this session's measured matmul peak; over bare: the figure over the same step in "
+            "a plain loop with one sync (the harness's own cost; informative, the figure is "
+            "the audited rounds'); compile: the first process's compile time, never inside "
+            "a timed round: cold, or 'cached' when loaded from the compile cache kept across "
+            "runs, with the cold figure beside it (README: reading the table)")
 
 
 def normalised_table(records: Iterable[Record], reference: str | None = None) -> list[str]:
@@ -49,11 +53,36 @@ def normalised_table(records: Iterable[Record], reference: str | None = None) ->
     found = iter(relatives([(m, ref) for members, ref in blocks
                             for _, m, _ in members if m is not ref]))
     lines: list[str] = []
+    few = False
     for (group, _), (members, ref) in zip(groups.items(), blocks, strict=True):
-        body = [_cells(r.identity.impl, m, est, None if m is ref else next(found))
+        body = [_cells(r.identity.impl, m, est, None if m is ref else next(found), ref)
                 for r, m, est in members]
+        few = few or any(est.processes < USABLE_PROCESSES for _, _, est in members)
         lines += [group, *tables.render(HEADER, body, note=True, indent="  ")]
+    if few:
+        lines.append(few_processes_line())
     return lines
+
+
+# fewer processes than this and a prediction interval says nothing: Student's t with one
+# degree of freedom puts a 99% interval at 64 standard errors ([0.0000, 8217356] ms for a
+# 0.4 ms step at two processes); the table shows the processes' spread instead
+USABLE_PROCESSES = 3
+
+
+def few_processes_line() -> str:
+    return (f"spread a-b: the processes' lowest and highest figure; with fewer than "
+            f"{USABLE_PROCESSES} processes a {stats.PREDICTION:.0%} interval for the next run is "
+            f"too wide to use, so the table shows that spread instead: "
+            f"--mlbench-processes={USABLE_PROCESSES} or more gives an interval (5 a narrow one)")
+
+
+def _spread(values: Sequence[float], fmt: str) -> str:
+    return f"spread {tables.number(min(values), fmt)}-{tables.number(max(values), fmt)}"
+
+
+def _medians(m: Measure) -> list[float]:
+    return [float(np.median(p)) for p in m.per_step() if len(p)]
 
 
 def uncounted_line(records: Iterable[Record]) -> str | None:
@@ -123,13 +152,49 @@ def relatives(pairs: Sequence[tuple[Measure, Measure]]) -> list[stats.Ratio]:
             for (theirs, mine), p in zip(sides, paired, strict=True)]
 
 
-def _cells(impl: str, m: Measure, est: stats.Estimate, ratio: stats.Ratio | None) -> list[str]:
-    return [impl, f"{est.value * 1e3:.4f}", tables.interval(est.low * 1e3, est.high * 1e3, ".4f"),
+def _cells(impl: str, m: Measure, est: stats.Estimate, ratio: stats.Ratio | None,
+           ref: Measure | None = None) -> list[str]:
+    few = est.processes < USABLE_PROCESSES
+    step = (_spread([v * 1e3 for v in _medians(m)], ".4f") if few
+            else tables.interval(est.low * 1e3, est.high * 1e3, ".4f"))
+    return [impl, f"{est.value * 1e3:.4f}", step,
             f"{ratio.value:.2f}" if ratio else "1.00",
-            tables.interval(ratio.next_low, ratio.next_high, ".2f") if ratio else "reference",
+            _ratio_interval(m, ref, ratio) if ratio else "reference",
             _number(m.gflops, ".2f"), _number(m.utilisation, ".0%"),
-            _number(m.compile_s, ".3f"), procs_by_rounds(m),
-            "; ".join(note for note in (flag(est), faults(m)) if note)]
+            _number(m.overhead, ".2f"), compile_cell(m), procs_by_rounds(m),
+            "; ".join(note for note in (flag(est), faults(m), over_bare(m)) if note)]
+
+
+def compile_cell(m: Measure) -> str:
+    """``2.134`` (cold, or not said), ``0.412 cached, cold 2.134`` (loaded from the compile
+    cache; its cold figure as the run that filled it measured it), ``0.412 cached`` (no cold
+    figure kept: ``--mlbench-compile-cache=cold`` measures one)."""
+    figure = _number(m.compile_s, ".3f")
+    if m.compiled_from != "cache" or m.compile_s is None:
+        return figure
+    cold = f", cold {m.cold_compile_s:.3f}" if m.cold_compile_s is not None else ""
+    return f"{figure} cached{cold}"
+
+
+def over_bare(m: Measure) -> str:
+    """``12% over its bare loop`` when the audited figure exceeds the same step in a plain
+    loop by more than OVERHEAD_NOTE: the harness's rounds cost the step more than they
+    should (their reads and sync, a round too short), or the step is slower when the harness
+    looks (docs/MEASURING.md: the bare loop)."""
+    if m.overhead is None or m.overhead <= OVERHEAD_NOTE:
+        return ""
+    return f"{m.overhead - 1:.0%} over its bare loop"
+
+
+def _ratio_interval(m: Measure, ref: Measure | None, ratio: stats.Ratio) -> str:
+    """The ratio's interval for the next run, or, with too few processes for one, the spread
+    of its process-by-process ratios (paired) or ``-`` (processes not paired)."""
+    if ratio.pairs >= USABLE_PROCESSES or ref is None:
+        return tables.interval(ratio.next_low, ratio.next_high, ".2f")
+    mine, theirs = _medians(m), _medians(ref)
+    if len(mine) != len(theirs) or not mine:
+        return "-"
+    return _spread([a / b for a, b in zip(mine, theirs, strict=True)], ".2f")
 
 
 def _number(value: float | None, fmt: str) -> str:

@@ -20,6 +20,7 @@ from pytest_mlbench.parallel import STRATEGIES, Layout
 
 SCHEMA = 2
 KINDS = ("train", "infer", "transform")
+COMPILED_FROM = ("cold", "cache", "")  # Measure.compiled_from
 
 
 class RecordError(ValueError):
@@ -99,13 +100,35 @@ class Measure:
     steps_per_call: int
     passes: tuple[tuple[float, ...], ...]
     cycles: tuple[tuple[int, ...], ...] = ()
-    compile_s: float | None = None  # cold, first process only; 0 for eager
+    compile_s: float | None = None  # the first process's; 0 for eager
+    # what compile_s came from: "cold" (compiled from nothing), "cache" (loaded from the
+    # compile cache kept across runs), "" not said (eager; records from before, all cold);
+    # beside one from the cache, the case's cold figure as the run that filled it measured it
+    compiled_from: str = field(default="", kw_only=True)
+    cold_compile_s: float | None = field(default=None, kw_only=True)
     first_call_s: float | None = None
     flops_per_step: int | None = None
     peak_gflops: float | None = None  # this session's matmul peak for the dtype
     # per process, page faults per timed step (memory the OS mapped in while the clock ran);
     # empty when not recorded (records written before it was)
     faults_per_step: tuple[float, ...] = ()
+    # per process, the calls a timed round made (calibrated: rounds are recorded as the
+    # seconds of steps_per_call of them) and the bare loop's seconds a step (the same built
+    # step in a plain loop, one sync: runners.bare_loop); empty where not recorded
+    calls_per_round: tuple[int, ...] = ()
+    bare_step_s: tuple[float, ...] = ()
+
+    @property
+    def bare_s(self) -> float | None:
+        """The bare loop's seconds a step, the median over processes."""
+        return float(np.median(self.bare_step_s)) if self.bare_step_s else None
+
+    @property
+    def overhead(self) -> float | None:
+        """The figure over the bare loop: what the harness's rounds add to a plain loop of
+        the same work (1.0: nothing). Informative; the figure stays the audited rounds'."""
+        bare = self.bare_s
+        return None if not bare else self.step_s / bare
 
     def per_step(self) -> list[list[float]]:
         return [[t / self.steps_per_call for t in rounds] for rounds in self.passes]
@@ -135,8 +158,12 @@ class Measure:
                 "passes": [list(p) for p in self.passes],
                 "cycles": [list(c) for c in self.cycles],
                 "compile_s": self.compile_s, "first_call_s": self.first_call_s,
+                "compiled_from": self.compiled_from, "cold_compile_s": self.cold_compile_s,
                 "flops_per_step": self.flops_per_step, "peak_gflops": self.peak_gflops,
                 "faults_per_step": list(self.faults_per_step),
+                "calls_per_round": list(self.calls_per_round),
+                "bare_step_s": list(self.bare_step_s),
+                "bare_s": self.bare_s, "overhead": self.overhead,
                 # derived, for readers that do not recompute: seconds per step
                 "step_s": est.value, "interval_s": [est.low, est.high],
                 "interval_level": stats.PREDICTION,
@@ -170,7 +197,8 @@ class Record:
             raise RecordError(f"record schema {schema!r} is not {SCHEMA}: written by another "
                               "version of pytest-mlbench")
         ident = _identity(_mapping(data, "identity"))
-        measure = None if data.get("measure") is None else _measure(_mapping(data, "measure"))
+        measure = None if data.get("measure") is None else _compiled(
+            _measure(_mapping(data, "measure")), _mapping(data, "measure"))
         return cls(ident, _text(data, "name"), measure, _mapping(data, "checks", {}),
                    _mapping(data, "environment", {}))
 
@@ -303,10 +331,31 @@ def _measure(data: Mapping[str, Any]) -> Measure:
             isinstance(f, int | float) and not isinstance(f, bool) and math.isfinite(f)
             and f >= 0 for f in faults):
         raise RecordError("'faults_per_step' must list, per process, a non-negative number")
+    calls = data.get("calls_per_round", [])  # absent: a record from before calibration
+    if not isinstance(calls, list) or not all(
+            isinstance(c, int) and not isinstance(c, bool) and c > 0 for c in calls):
+        raise RecordError("'calls_per_round' must list, per process, a positive integer")
+    bare = data.get("bare_step_s", [])  # absent: a record from before the bare loop
+    if not isinstance(bare, list) or not all(
+            isinstance(b, int | float) and not isinstance(b, bool) and math.isfinite(b)
+            and b > 0 for b in bare):
+        raise RecordError("'bare_step_s' must list, per process, a positive number of seconds")
     return Measure(int(_count(data, "steps_per_call") or 1), rounds, cycles,
                    _optional_number(data, "compile_s"), _optional_number(data, "first_call_s"),
                    flops, _optional_number(data, "peak_gflops"),
-                   tuple(float(f) for f in faults))
+                   tuple(float(f) for f in faults), tuple(int(c) for c in calls),
+                   tuple(float(b) for b in bare))
+
+
+def _compiled(measure: Measure, data: Mapping[str, Any]) -> Measure:
+    """What the compile figure came from; absent in records from before the compile cache
+    was kept across runs (their figures were cold)."""
+    source = data.get("compiled_from", "")
+    if source not in COMPILED_FROM:
+        raise RecordError(f"'compiled_from' must be one of {', '.join(map(repr, COMPILED_FROM))}"
+                          f" (got {source!r})")
+    return replace(measure, compiled_from=source,
+                   cold_compile_s=_optional_number(data, "cold_compile_s"))
 
 
 def migrate_v1(bench: Mapping[str, Any], info: Mapping[str, Any]) -> Record:

@@ -140,22 +140,22 @@ def _check_bench(bench: Any, i: int) -> str:
     if not isinstance(rounds, list) or not (_all_seconds(rounds) or all(
             _seconds(t) for t in rounds)):
         raise ValueError(f"benchmark {fullname!r}: 'stats.data' must list finite, "
-                         "non-negative seconds, one per round")
+                         "positive seconds, one per round (a round takes some time)")
     return fullname
 
 
 def _seconds(value: Any) -> bool:
     return (isinstance(value, int | float) and not isinstance(value, bool)
-            and math.isfinite(value) and value >= 0)
+            and math.isfinite(value) and value > 0)
 
 
 def _all_seconds(values: list[Any]) -> bool:
-    """Every value a finite non-negative float, checked at array speed (a long run holds
+    """Every value a finite positive float, checked at array speed (a long run holds
     millions of rounds); False sends the caller to the exact check, for its message."""
     if not all(type(t) is float for t in values):
         return False
     arr = np.asarray(values, dtype=np.float64)
-    return bool(np.isfinite(arr).all() and (arr >= 0).all())
+    return bool(np.isfinite(arr).all() and (arr > 0).all())
 
 
 def _text(value: Any) -> str:

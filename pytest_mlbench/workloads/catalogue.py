@@ -8,7 +8,9 @@ collected as usual. A broken folder shows up as one failing case that lists its 
 
 from __future__ import annotations
 
+import ast
 import importlib.util
+import math
 import sys
 import zlib
 from collections.abc import Callable, Iterable, Mapping
@@ -117,7 +119,32 @@ def read_folder(folder: Path, frameworks: tuple[str, ...]) -> tuple[Workload | N
         problems.append(Problem(spec_file, f"SPEC.name {spec.name!r} must match the folder "
                                            f"name {folder.name!r}"))
     problems += file_problems(folder, spec, frameworks)
+    if not rules:  # the data's own rules read the fields the spec's rules checked
+        problems += data_problems(spec_file, spec)
     return spec, problems
+
+
+def data_problems(spec_file: Path, spec: Workload) -> list[Problem]:
+    """What the spec's data functions break, found without running a case: make_data and
+    make_params called on its smallest smoke shape must return dicts of arrays, and a training
+    step's batch must be drawable from the data (data.assert_drawable: the arrays of a row group
+    share a first axis). One line, naming the spec file, at collection; a case would find it
+    only at its first audited round, minutes later."""
+    from pytest_mlbench.errors import SpecError
+    from pytest_mlbench.precision import POLICIES
+    from pytest_mlbench.workloads import data
+
+    shape = min(spec.sizes["smoke"], key=lambda s: math.prod(s.dims.values()))
+    try:
+        inputs, _ = data.seeded_start(spec, shape, 0, POLICIES["fp64"])
+        if any(task.kind == "train" for task in spec.all_tasks):  # training draws batches
+            data.assert_drawable(spec, shape, inputs)
+    except SpecError as exc:
+        return [Problem(spec_file, str(exc))]
+    except Exception as exc:  # noqa: BLE001 - the spec's data, reported as this folder's
+        return [Problem(spec_file, f"its data at {dict(shape.dims)} could not be made "
+                                   f"({type(exc).__name__}: {exc})")]
+    return []
 
 
 def file_problems(folder: Path, spec: Workload, frameworks: tuple[str, ...]) -> list[Problem]:
@@ -213,6 +240,40 @@ def data_parallel_loss(module: ModuleType, case: Any) -> Callable[..., Any] | No
         return loss(model.tree(flat), dict(zip(keys, arrays, strict=True)))
 
     return shard_loss
+
+
+def unsupported_at(folder: Path, spec: Workload, *parts: str) -> tuple[Path, int] | None:
+    """Where the spec's ``unsupported`` entry matching ``parts`` (a case's framework, variant,
+    device, precision, task) is written: the file and line of its key, in the workload's
+    spec.py or the spec of the folder it reuses; None when no entry matches or its key is
+    not written out as a literal."""
+    key = next((k for k in spec.unsupported if set(k) <= set(parts)), None)
+    if key is None:
+        return None
+    files = [folder / "spec.py"]
+    if spec.implementations_from:
+        files.append(folder.parent / spec.implementations_from / "spec.py")
+    for path in files:
+        line = _literal_line(path, key)
+        if line is not None:
+            return path, line
+    return None
+
+
+def _literal_line(path: Path, key: tuple[str, ...]) -> int | None:
+    """The line of the first dict key in ``path`` written as a literal equal to ``key``."""
+    try:
+        tree = ast.parse(path.read_text())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        for k in node.keys if isinstance(node, ast.Dict) else ():
+            try:
+                if k is not None and ast.literal_eval(k) == key:
+                    return k.lineno
+            except (ValueError, TypeError, SyntaxError, RecursionError):
+                continue
+    return None
 
 
 def load_workload(folder: Path) -> Workload:

@@ -121,19 +121,87 @@ def step_key(secret: int, workload: Any, shape: Any, step: int) -> int:
 
 def batch(workload: Any, shape: Any, inputs: Mapping[str, np.ndarray], key: int) -> Arrays:
     """The batch of key ``key`` from the seeded data ``inputs``: key 0, the data as they are;
-    any other, as many rows drawn with replacement from them (along the first axis, which
-    every array shares), the same rows of every array. Rows are copied, not changed, so the
-    batch has the data's dtype and bytes for every framework, and a float64 reference drawing
-    from widened data draws the same batch widened."""
+    any other, the rows ``batch_rows`` draws of each array. Rows are copied, not changed, so
+    the batch has the data's dtype and bytes for every framework (a worker selects the same
+    rows on its device: engine/server.py), and a float64 reference drawing from widened data
+    draws the same batch widened."""
     if key == 0:
         return dict(inputs)
-    rows = {np.shape(v)[0] for v in inputs.values()}
-    if len(rows) != 1:
-        from pytest_mlbench.errors import SpecError
+    assert_drawable(workload, shape, inputs)
+    rows = batch_rows(workload, shape, inputs, key)
+    return {k: np.asarray(v) if rows[k] is None else np.asarray(v)[rows[k]]
+            for k, v in inputs.items()}
 
-        raise SpecError(f"{workload.name}: the data's arrays have {sorted(rows)} rows; every "
-                        "array of SPEC.make_data must have the batch along its first axis")
-    (n,) = rows
-    rng = generator(key, workload.data_key or workload.name, shape.label, "rows")
-    take = rng.integers(0, n, n)
-    return {k: np.asarray(v)[take] for k, v in inputs.items()}
+
+DEFAULT_ROWS = "rows"  # the row group of every array a spec's batch_rows does not name
+
+
+def row_groups(workload: Any, inputs: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The data's arrays by the group of rows a step's batch draws them by
+    (``Workload.batch_rows``: name -> group, or None for an array every step reads as
+    seeded; unnamed arrays are in DEFAULT_ROWS); the arrays of a group share their first
+    axis (assert_drawable)."""
+    declared = dict(getattr(workload, "batch_rows", None) or {})
+    groups: dict[str, list[str]] = {}
+    for name in sorted(inputs):
+        group = declared.get(name, DEFAULT_ROWS)
+        if group is not None:
+            groups.setdefault(group, []).append(name)
+    return groups
+
+
+def assert_drawable(workload: Any, shape: Any, inputs: Mapping[str, Any]) -> None:
+    """A step's batch can be drawn from these data: every name in ``batch_rows`` is an array
+    of the data, and the arrays of each row group are arrays with one shared first axis.
+    Raises SpecError in one line saying which arrays disagree and what is accepted."""
+    from pytest_mlbench.errors import SpecError
+
+    declared = dict(getattr(workload, "batch_rows", None) or {})
+    unknown = sorted(set(declared) - set(inputs))
+    label = getattr(shape, "label", "")
+    where = workload.name + (f" ({label})" if label else "")
+    if unknown:
+        raise SpecError(f"{where}: SPEC.batch_rows names {unknown}, which SPEC.make_data does "
+                        f"not return (it returns {sorted(inputs)})")
+    for group, names in row_groups(workload, inputs).items():
+        rows = {k: np.shape(inputs[k])[0] if np.ndim(inputs[k]) else None for k in names}
+        if len(set(rows.values())) != 1 or None in rows.values():
+            raise SpecError(
+                f"{where}: the data's arrays {rows} are drawn as one group of rows "
+                f"({group!r}) but do not share a first axis; a step's batch draws rows along "
+                "the first axis, the same rows of every array of a group: give the arrays "
+                "one first axis, or say in SPEC.batch_rows which arrays are drawn by other "
+                "rows ({'edges': 'edges'}) or read as seeded ({'edges': None})")
+
+
+def batch_rows(workload: Any, shape: Any, inputs: Mapping[str, Any],
+               key: int) -> dict[str, np.ndarray | None]:
+    """Each array's rows in the batch of key ``key`` (None: the array as seeded): as many
+    rows drawn with replacement as its group has (``row_groups``), the same rows for every
+    array of a group, each group from its own stream of the key (the data as
+    ``assert_drawable`` passed them)."""
+    found: dict[str, np.ndarray | None] = {k: None for k in inputs}
+    for group, names in row_groups(workload, inputs).items():
+        n = int(np.shape(inputs[names[0]])[0])
+        stream = zlib.crc32(f"{workload.data_key or workload.name}|{shape.label}|{group}".encode())
+        rows = drawn_rows(key, stream, n)
+        for name in names:
+            found[name] = rows
+    return found
+
+
+_GOLDEN, _MIX1, _MIX2 = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9),
+                         np.uint64(0x94D049BB133111EB))
+
+
+def drawn_rows(key: int, stream: int, n: int) -> np.ndarray:
+    """``n`` row indices in [0, n), drawn with replacement by key ``key`` in ``stream``:
+    SplitMix64 of the key's counter, in a few vectorised operations (a step's batch is drawn
+    inside its round's clock, where a Generator's seeding alone cost 20-70 us here)."""
+    base = np.uint64((key * 0x2545F4914F6CDD1D + stream) % 2**64)
+    with np.errstate(over="ignore"):
+        z = (np.arange(n, dtype=np.uint64) + base) * _GOLDEN
+        z = (z ^ (z >> np.uint64(30))) * _MIX1
+        z = (z ^ (z >> np.uint64(27))) * _MIX2
+        z ^= z >> np.uint64(31)
+    return (z % np.uint64(n)).astype(np.int32 if n < 2**31 else np.int64)

@@ -39,8 +39,19 @@ Dims = Mapping[str, int]
 ReferenceCheck = tuple[str, Callable[[Arrays], float], Arrays | None]
 KINDS = ("train", "infer", "transform")
 TRANSFORMS = ("jvp", "vjp", "hvp", "jacfwd", "jacrev")
-SIZE_NAMES = ("smoke", "default", "paper")
+SIZE_NAMES = ("smoke", "default", "paper")  # every workload has these
+# sizes a workload may add: ``gpu``, a model the size users train on one GPU (suites/gpt's
+# GPT-2 124M, suites/vit's ViT-B/16); a workload without it has no case at that size
+OPTIONAL_SIZES = ("gpu",)
 DEVICES = ("cpu", "gpu", "tpu")
+# a shape's reference (Shape.reference): the float64 one (hand-derived, or the autodiff oracle
+# on the CPU), or, where a CPU cannot afford that (GPT-2 124M: minutes a gradient, and its
+# finite differences more), the autodiff oracles at float32 on the case's own device, JAX's
+# and torch's each checking the other (checking/reference.py)
+REFERENCES = ("float64", "float32")
+# what a float32 reference can judge: arithmetic rounded far coarser than its own (bfloat16,
+# float16, TF32's 10 bits), not float32's or float64's
+FLOAT32_REFERENCE_REFUSES = ("fp64", "fp32")
 
 
 @dataclass(frozen=True)
@@ -52,6 +63,26 @@ class Shape:
     steps_per_call: int = 1  # steps (or calls) inside one timed round, one sync at its end
     rounds: int | None = None  # fixed timed rounds in all instead of a time budget
     main: bool = True  # in the main job (``-m mlbench_main``); a sweep keeps its headline point
+    # the devices the shape is sized for (() every one): elsewhere its cases skip, saying so,
+    # unless --mlbench-force-size (the gpu size on a CPU: minutes a step)
+    devices: tuple[str, ...] = ()
+    reference: str = "float64"  # or "float32": see REFERENCES
+
+    def unfit(self, workload: str, size: str, device: str, precision: str | None = None,
+              forced: bool = False) -> str | None:
+        """Why a case of this shape does not run on ``device`` at ``precision`` (None: it
+        does; no precision: the device alone); one line naming what to do instead."""
+        if self.devices and device not in self.devices and not forced:
+            where = " or ".join(self.devices)
+            return (f"{workload}'s {size} size is made for a {where}, not this case's {device} "
+                    f"(a step takes minutes there); run it with --mlbench-device="
+                    f"{self.devices[0]}, or here anyway with --mlbench-force-size")
+        if self.reference == "float32" and precision in FLOAT32_REFERENCE_REFUSES:
+            return (f"{workload}'s {size} size is checked against a float32 reference (a "
+                    f"float64 one does not fit its size), which judges bfloat16, float16 and "
+                    f"TF32 arithmetic, not {precision}'s; run it with --mlbench-precision=amp "
+                    "(or bf16, amp16, tf32)")
+        return None
 
 
 @dataclass(frozen=True)
@@ -137,6 +168,11 @@ class Workload:
     forward: Callable[[Any, Arrays, Arrays], Any] | None = None
     objective: Callable[[Any, Any, Arrays], Any] | None = None
     input_keys: tuple[str, ...] = ("x",)  # data keys the model reads; the rest are targets
+    # how a timed step's fresh batch is drawn (data.batch_rows): every array's rows along its
+    # first axis, the same rows of all; here an array may name another group of rows, drawn
+    # apart ({"edges": "edges"}: a graph's edge list, its own rows), or None for an array
+    # every step reads as seeded (a fixed graph)
+    batch_rows: Mapping[str, str | None] = field(default_factory=dict)
     flops_per_step: Callable[[Dims], int] | None = None
     # (framework | variant | precision | device | task, ...) -> reason; matching cases skip
     unsupported: Mapping[tuple[str, ...], str] = field(default_factory=dict)
@@ -157,7 +193,8 @@ class Workload:
     # split along over the model axis (Megatron: 1 for a column-parallel weight (in, out) and
     # its bias 0, 0 for the row-parallel weight after it); unnamed parameters are replicated
     tensor_parallel: Mapping[str, int] = field(default_factory=dict)
-    # the strategies whose cases (at the headline shape and task) join the main job
+    # the strategies whose cases (at the headline shape and task) join the scaling job
+    # (-m mlbench_scale, tox -e bench-scale; jobs.py), beside the one-worker cases
     main_strategies: tuple[str, ...] = ("dp",)
     # another workload folder (beside this one) whose impl_<framework>.py serve every
     # framework this folder has no file for: one model, other tasks or data
@@ -250,6 +287,7 @@ class Workload:
                 out.append(f"sizes[{size!r}] must be a non-empty tuple of Shape")
             elif len({s.label for s in shapes}) != len(shapes):
                 out.append(f"sizes[{size!r}] has shapes with the same label")
+        out += self._size_problems()
         out += self._task_problems()
         out += self._reference_problems()
         out += self._declaration_problems()
@@ -368,6 +406,28 @@ class Workload:
                         "positive integer (layers of rounded arithmetic from inputs to loss) "
                         "or a function of the dims giving one"]
         return []
+
+    def _size_problems(self) -> list[str]:
+        """Size names --mlbench-size can pick, and each shape's devices and reference."""
+        known = SIZE_NAMES + OPTIONAL_SIZES
+        out = [f"sizes[{size!r}] is no size profile ({', '.join(known)}): "
+               "--mlbench-size could never pick it" for size in self.sizes if size not in known]
+        for size, shapes in self.sizes.items():
+            for shape in (s for s in shapes if isinstance(s, Shape)):
+                where = f"sizes[{size!r}] shape {shape.label or '(unlabelled)'}"
+                if not (isinstance(shape.devices, tuple)
+                        and set(shape.devices) <= set(DEVICES)):
+                    out.append(f"{where}: devices={_short(shape.devices)} must be a tuple of "
+                               f"{', '.join(DEVICES)} (empty: every device)")
+                if shape.reference not in REFERENCES:
+                    out.append(f"{where}: reference={shape.reference!r} must be one of "
+                               f"{', '.join(REFERENCES)}")
+                elif shape.reference == "float32" and (self.forward is None
+                                                       or self.objective is None):
+                    out.append(f"{where}: a float32 reference is the autodiff oracles' "
+                               "gradient of forward(xp, params, data) and objective(xp, "
+                               "outputs, data): give both")
+        return out
 
     def _task_problems(self) -> list[str]:
         if not self.all_tasks:

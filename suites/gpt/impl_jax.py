@@ -1,5 +1,6 @@
 """The GPT in JAX: jnp indexing for the embeddings, causal attention written out (variants
-eager, jit) or through jax.nn.dot_product_attention (variant jit+sdpa), optax's integer-label
+eager, jit) or through jax.nn.dot_product_attention (variant jit+sdpa: XLA's attention; jit+cudnn:
+cuDNN's fused flash attention, bfloat16 or float16 on an NVIDIA GPU), optax's integer-label
 cross-entropy; op by op or under jax.jit, stepped by optax's Adam. Variant jit+flax is the same
 model as a Flax Linen module (nn.Embed, the head tied to wte through Embed.attend;
 nn.LayerNorm, nn.MultiHeadDotProductAttention with a causal mask, nn.Dense), the layer library
@@ -46,9 +47,15 @@ def written_out(q: Any, k: Any, v: Any) -> Any:
 
 
 def sdpa(q: Any, k: Any, v: Any) -> Any:
-    """The same through jax.nn.dot_product_attention (XLA's own attention; cuDNN's fused
-    kernel where the GPU has it), scale 1 / sqrt(d_head) by default."""
+    """The same through jax.nn.dot_product_attention, scale 1 / sqrt(d_head) by default: its
+    ``implementation=None`` is XLA's attention (jax 0.10: "defaults to XLA for now")."""
     return jax.nn.dot_product_attention(q, k, v, is_causal=True)
+
+
+def cudnn(q: Any, k: Any, v: Any) -> Any:
+    """The same through cuDNN's fused (flash) attention, as llm.c's and torch's SDPA on a GPU:
+    bfloat16 or float16 inputs on an NVIDIA GPU only (the spec declares the rest)."""
+    return jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation="cudnn")
 
 
 def attention(a: Any, w: Any, heads: int, attend: Any = written_out) -> Any:
@@ -67,7 +74,7 @@ def model(attend: Any) -> tuple[Any, Any]:
         for i in range(spec.layers(p)):
             blk = {n: p[spec.key(i, n)] for n in spec.BLOCK_KEYS}
             a = layer_norm(h, blk["ln1_g"], blk["ln1_b"])
-            h = h + attention(a, blk["attn_w"], width // spec.HEAD_DIM, attend) \
+            h = h + attention(a, blk["attn_w"], spec.heads(width), attend) \
                 @ blk["proj_w"] + blk["proj_b"]
             m = layer_norm(h, blk["ln2_g"], blk["ln2_b"]) @ blk["fc_w"] + blk["fc_b"]
             h = h + jax.nn.gelu(m, approximate=True) @ blk["fc2_w"] + blk["fc2_b"]
@@ -127,7 +134,7 @@ class GPT(nn.Module):
         h = wte(tokens) + wpe(jnp.arange(tokens.shape[1]))
         mask = nn.make_causal_mask(tokens, dtype=jnp.bool_)  # (B, 1, T, T): position i sees j <= i
         for i in range(self.layers):
-            h = Block(self.width // spec.HEAD_DIM, name=f"h{i}")(h, mask)
+            h = Block(spec.heads(self.width), name=f"h{i}")(h, mask)
         return wte.attend(layer_norm_layer("lnf")(h))  # the head tied to wte
 
 
@@ -151,7 +158,7 @@ def to_variables(p: dict[str, Any]) -> dict[str, Any]:
             blk.setdefault(layer, {})[part] = p[spec.key(i, name)]
         w = p[spec.key(i, "attn_w")]
         d = w.shape[0]
-        heads = (d // spec.HEAD_DIM, spec.HEAD_DIM)
+        heads = (spec.heads(d), spec.head_dim(d))
         blk["attn"] = {part: {"kernel": w[:, j * d:(j + 1) * d].reshape(d, *heads)}
                        for j, part in enumerate(QKV)}
         blk["attn"]["out"] = {"kernel": p[spec.key(i, "proj_w")].reshape(*heads, d)}
@@ -192,4 +199,5 @@ def flax_loss(v: dict[str, Any], data: dict[str, Any]) -> Any:
 
 forward, loss = model(written_out)
 build = functional.jax(forward, loss, idioms={
-    "sdpa": model(sdpa), "flax": (flax_forward, flax_loss, to_variables, from_variables)})
+    "sdpa": model(sdpa), "cudnn": model(cudnn),
+    "flax": (flax_forward, flax_loss, to_variables, from_variables)})

@@ -90,7 +90,7 @@ def model(attend: Any) -> tuple[Any, Any]:
         for i in range(spec.layers(p)):
             blk = {n: p[spec.key(i, n)] for n in spec.BLOCK_KEYS}
             a = layer_norm(h, blk["ln1_g"], blk["ln1_b"])
-            h = h + dense(attend(a, blk["attn_w"], width // spec.HEAD_DIM),
+            h = h + dense(attend(a, blk["attn_w"], spec.heads(width)),
                           blk["proj_w"], blk["proj_b"])
             m = dense(layer_norm(h, blk["ln2_g"], blk["ln2_b"]), blk["fc_w"], blk["fc_b"])
             h = h + dense(gelu(m), blk["fc2_w"], blk["fc2_b"])
@@ -124,7 +124,7 @@ def layers(p: dict[str, Any], tokens: Any) -> dict[str, keras.layers.Layer]:
                     "ln": keras.layers.LayerNormalization(epsilon=spec.LN_EPS, dtype=dtype),
                     # no bias: the spec's q, k and v have none (see mha_weights for proj_b)
                     "attn": keras.layers.MultiHeadAttention(
-                        num_heads=d // spec.HEAD_DIM, key_dim=spec.HEAD_DIM, use_bias=False,
+                        num_heads=spec.heads(d), key_dim=spec.head_dim(d), use_bias=False,
                         dtype=dtype),
                     # the spec's tanh GELU written out (``gelu``): keras.activations.gelu is
                     # tf.nn.gelu, whose 0.044715 goes through float32 (1e-9 off at fp64 on
@@ -142,7 +142,7 @@ def layers(p: dict[str, Any], tokens: Any) -> dict[str, keras.layers.Layer]:
             # fp64, 1 / sqrt(32) rounded to float32 (as keras.ops.dot_product_attention's
             # default, ``scale`` above). The same constant as a NumPy float64 is cast from
             # float64, once, to the scores' dtype (float32 at least).
-            made["attn"]._inverse_sqrt_key_dim = np.float64(1.0 / math.sqrt(spec.HEAD_DIM))
+            made["attn"]._inverse_sqrt_key_dim = np.float64(1.0 / math.sqrt(spec.head_dim(d)))
         _LAYERS[key] = made
     return _LAYERS[key]
 
@@ -176,7 +176,7 @@ def keras_forward(p: dict[str, Any], data: dict[str, Any]) -> Any:
         blk = {n: p[spec.key(i, n)] for n in spec.BLOCK_KEYS}
         a = norm(h, blk["ln1_g"], blk["ln1_b"])
         attended, _ = made["attn"].stateless_call(
-            mha_weights(blk["attn_w"], blk["proj_w"], width // spec.HEAD_DIM), [], a, a,
+            mha_weights(blk["attn_w"], blk["proj_w"], spec.heads(width)), [], a, a,
             use_causal_mask=True)
         h = h + attended + blk["proj_b"]
         m, _ = made["fc"].stateless_call([blk["fc_w"], blk["fc_b"]], [],

@@ -57,7 +57,7 @@ def model(attend: Any) -> tuple[Any, Any]:
         for i in range(spec.layers(p)):
             blk = {n: p[spec.key(i, n)] for n in spec.BLOCK_KEYS}
             a = layer_norm(h, blk["ln1_g"], blk["ln1_b"])
-            h = h + attention(a, blk["attn_w"], width // spec.HEAD_DIM, attend) \
+            h = h + attention(a, blk["attn_w"], spec.heads(width), attend) \
                 @ blk["proj_w"] + blk["proj_b"]
             m = layer_norm(h, blk["ln2_g"], blk["ln2_b"]) @ blk["fc_w"] + blk["fc_b"]
             h = h + F.gelu(m, approximate="tanh") @ blk["fc2_w"] + blk["fc2_b"]
@@ -123,7 +123,7 @@ class GPT(nn.Module):
         super().__init__()
         self.transformer = nn.ModuleDict({
             "wte": nn.Embedding(vocab, d), "wpe": nn.Embedding(seq, d),
-            "h": nn.ModuleList(Block(d, d // spec.HEAD_DIM) for _ in range(layers)),
+            "h": nn.ModuleList(Block(d, spec.heads(d)) for _ in range(layers)),
             "ln_f": nn.LayerNorm(d, eps=spec.LN_EPS)})
         self.lm_head = nn.Linear(d, vocab, bias=False)
         self.transformer.wte.weight = self.lm_head.weight

@@ -15,7 +15,8 @@ and 0.999, eps 1e-12; see mlp_optim for why not 1e-8) of the GPT-2 architecture 
 The query, key and value projection has no bias (as nanoGPT's bias=False and LLaMA-style
 models): a key bias has an exactly zero gradient (the softmax does not see a shift common to a
 query's scores), which Adam turns into steps of +-lr driven by rounding noise alone, different
-in every framework. Heads are HEAD_DIM = 32 wide. ``causal`` sets the scores above the
+in every framework. Heads are HEAD_DIM = 32 wide below width 768 and 64 wide from there
+(``head_dim``: GPT-2 small's 12 heads of 64). ``causal`` sets the scores above the
 diagonal to -inf before the softmax (explicit attention in every framework; no fused or flash
 kernel). LayerNorm has eps LN_EPS and the biased variance;
 GELU is the tanh approximation. Embedding lookups are each framework's gather (jnp indexing,
@@ -37,7 +38,20 @@ import numpy as np
 from pytest_mlbench import Arrays, Shape, Workload, adam, train
 
 LN_EPS = 1e-5
-HEAD_DIM = 32  # heads = dim / HEAD_DIM at every size (the model is given no dims)
+HEAD_DIM = 32  # heads = dim / head_dim(dim) (the model is given no dims: it reads its width)
+WIDE, WIDE_HEAD_DIM = 768, 64  # from GPT-2 small's width up, its heads of 64
+
+
+def head_dim(width: int) -> int:
+    """A head's width at model width ``width``: 32 at the CPU sizes, 64 from 768 (GPT-2 124M's
+    12 heads of 64, the head width fused attention kernels are built for)."""
+    return WIDE_HEAD_DIM if width >= WIDE else HEAD_DIM
+
+
+def heads(width: int) -> int:
+    return width // head_dim(width)
+
+
 GELU_C = math.sqrt(2.0 / math.pi)
 BLOCK_KEYS = ("ln1_g", "ln1_b", "attn_w", "proj_w", "proj_b",
               "ln2_g", "ln2_b", "fc_w", "fc_b", "fc2_w", "fc2_b")
@@ -111,7 +125,7 @@ def forward(xp: Any, p: Mapping[str, Any], d: Mapping[str, Any]) -> Any:
     for i in range(layers(p)):
         blk = {n: p[key(i, n)] for n in BLOCK_KEYS}
         a = layer_norm(xp, h, blk["ln1_g"], blk["ln1_b"])
-        h = h + attention(xp, a, blk["attn_w"], width // HEAD_DIM) \
+        h = h + attention(xp, a, blk["attn_w"], heads(width)) \
             @ blk["proj_w"] + blk["proj_b"]
         m = layer_norm(xp, h, blk["ln2_g"], blk["ln2_b"]) @ blk["fc_w"] + blk["fc_b"]
         gelu = 0.5 * m * (1.0 + xp.tanh(GELU_C * (m + 0.044715 * m * m * m)))
@@ -132,7 +146,15 @@ def flops(dims: Mapping[str, int]) -> int:
     """Matmul FLOPs, N = B T tokens: per block qkv 6 N D^2, q k^T and weights v 4 N T D
     (computed in full: the causal half is masked, not skipped), proj 2 N D^2, MLP 16 N D^2; the
     tied output projection 2 N D V. Backward is twice the forward (both operands of every
-    matmul take a gradient; the lookups are gathers)."""
+    matmul take a gradient; the lookups are gathers).
+
+    This is the count nanoGPT's ``estimate_mfu`` and PaLM's appendix B use (Chowdhery et al.
+    2022; Kaplan et al. 2020's 6 N): per token 6 P + 12 L D T, P the parameters in matmuls,
+    here L (3 D^2 + D^2 + 8 D^2) + V D (the tied head), so 6 P = 72 L D^2 + 6 V D, and the
+    attention's 12 L D T (scores and values, 2 + 2 FLOPs a multiply-add pair, times 3). The
+    sum over N tokens is the expression below, term for term. nanoGPT's P counts every
+    parameter but the positions (biases and LayerNorms too: 13 L D + 2 D more, 0.05% at GPT-2
+    124M); it does not count the causal mask's saving either."""
     n, d, t = dims["batch"] * dims["seq"], dims["dim"], dims["seq"]
     block = 24 * n * d * d + 4 * n * t * d
     return 3 * (dims["layers"] * block + 2 * n * d * dims["vocab"])
@@ -140,6 +162,13 @@ def flops(dims: Mapping[str, int]) -> int:
 
 def size(batch: int, seq: int, vocab: int, dim: int, layers: int) -> dict[str, int]:
     return {"batch": batch, "seq": seq, "vocab": vocab, "dim": dim, "layers": layers}
+
+
+# jit+cudnn: cuDNN's fused attention takes bfloat16 or float16 on an NVIDIA GPU, nothing else
+CUDNN_ONLY = {("jit+cudnn", "cpu"): "cuDNN's fused attention (jit+cudnn) runs on NVIDIA GPUs only",
+              **{("jit+cudnn", p): f"cuDNN's fused attention (jit+cudnn) takes bfloat16 or "
+                                   f"float16, not {p}'s float32 or float64"
+                 for p in ("fp64", "fp32", "tf32")}}
 
 
 SPEC = Workload(
@@ -153,6 +182,11 @@ SPEC = Workload(
         # the same FLOPs)
         "paper": (Shape(size(batch=64, seq=256, vocab=65, dim=384, layers=6), "shakespeare",
                         rounds=3),),
+        # GPT-2 small (124M parameters; its 50257 tokens padded to 50304, as nanoGPT and
+        # llm.c pad them) at its full context, 8 sequences a step: 7.0 TFLOP; for one GPU, in
+        # bf16 mixed precision (amp) against the float32 oracles on the device (docs/GPU.md)
+        "gpu": (Shape(size(batch=8, seq=1024, vocab=50304, dim=768, layers=12), "124m",
+                      devices=("gpu",), reference="float32"),),
     },
     tasks=(train(adam(1e-3, eps=1e-12)),),
     make_data=make_data,
@@ -173,12 +207,14 @@ SPEC = Workload(
     # the main job's scaling question: the same model replicated, sharded and split
     main_strategies=("dp", "fsdp", "tp", "dpxtp"),
     # +sdpa: the attention through the framework's fused call (F.scaled_dot_product_attention,
-    # jax.nn.dot_product_attention) instead of written out; +nn, +flax, +keras: the model as
+    # jax.nn.dot_product_attention: XLA's) instead of written out; +cudnn: JAX's call with
+    # cuDNN's fused flash attention (a GPU, bfloat16); +nn, +flax, +keras: the model as
     # the framework's layer library (torch.nn modules, Flax Linen, Keras layers with Keras's
     # MultiHeadAttention): one comparison group (IDIOMS.md)
     implementations={
-        "jax": ("eager", "jit", "jit+sdpa", "jit+donate", "jit+flax"),
+        "jax": ("eager", "jit", "jit+sdpa", "jit+cudnn", "jit+donate", "jit+flax"),
         "torch": ("eager", "jit", "eager+sdpa", "jit+sdpa", "eager+nn", "jit+nn"),
         "tensorflow": ("eager", "jit", "xla", "xla+sdpa", "xla+keras"),
     },
+    unsupported=CUDNN_ONLY,
 )

@@ -1,6 +1,7 @@
 """ViT in JAX: ``forward(params, data)`` on the spec's model tree (spec.to_model); the builder
 runs it op by op (eager) or under jax.jit, with optax's optimizer for a training task. Variant
-jit+sdpa takes the attention through jax.nn.dot_product_attention; variant jit+flax is the same
+jit+sdpa takes the attention through jax.nn.dot_product_attention (XLA's), jit+cudnn through its
+cuDNN fused attention (bfloat16 or float16 on an NVIDIA GPU); variant jit+flax is the same
 model as a Flax Linen module (nn.Dense on the patches, nn.LayerNorm,
 nn.MultiHeadDotProductAttention, nn.Dense MLP and head), the layer library a JAX user writes
 it with, its variables the spec's weights laid out as Linen holds them."""
@@ -50,8 +51,14 @@ def written_out(q: Any, k: Any, v: Any) -> Any:
 
 
 def sdpa(q: Any, k: Any, v: Any) -> Any:
-    """The same through jax.nn.dot_product_attention (variant jit+sdpa)."""
+    """The same through jax.nn.dot_product_attention (variant jit+sdpa; XLA's attention)."""
     return jax.nn.dot_product_attention(q, k, v)
+
+
+def cudnn(q: Any, k: Any, v: Any) -> Any:
+    """The same through cuDNN's fused attention (variant jit+cudnn: an NVIDIA GPU, bfloat16 or
+    float16 inputs)."""
+    return jax.nn.dot_product_attention(q, k, v, implementation="cudnn")
 
 
 def attention(a: Any, blk: dict[str, Any], heads: int, attend: Any = written_out) -> Any:
@@ -131,7 +138,7 @@ class ViT(nn.Module):
         pos = self.param("pos", nn.initializers.zeros, (patches.shape[1], self.width))
         h = nn.Dense(self.width, name="patch")(patches) + pos
         for i in range(self.depth):
-            h = Block(self.width // spec.HEAD_DIM, self.mlp, name=f"block{i}")(h)
+            h = Block(self.width // spec.head_dim(self.width), self.mlp, name=f"block{i}")(h)
         pooled = jnp.mean(layer_norm_layer("ln")(h), axis=1)
         return nn.Dense(self.classes, name="head")(pooled)
 
@@ -163,7 +170,7 @@ def to_variables(p: dict[str, Any]) -> dict[str, Any]:
     for i, blk in enumerate(tree["blocks"]):
         w, b = blk["qkv_w"], blk["qkv_b"]
         d = w.shape[0]
-        heads = (d // spec.HEAD_DIM, spec.HEAD_DIM)
+        heads = (d // spec.head_dim(d), spec.head_dim(d))
         attn = {part: {"kernel": w[:, j * d:(j + 1) * d].reshape(d, *heads),
                        "bias": b[j * d:(j + 1) * d].reshape(heads)}
                 for j, part in enumerate(QKV)}
@@ -205,5 +212,5 @@ def flax_loss(v: dict[str, Any], data: dict[str, Any]) -> Any:
 
 forward, loss = model(written_out)
 build = functional.jax(forward, loss, to_model=spec.to_model, from_model=spec.from_model,
-                       idioms={"sdpa": model(sdpa),
+                       idioms={"sdpa": model(sdpa), "cudnn": model(cudnn),
                                "flax": (flax_forward, flax_loss, to_variables, from_variables)})

@@ -90,7 +90,7 @@ def encoder_layer(d: int, mlp: int) -> nn.TransformerEncoderLayer:
     the exact erf GELU, ignoring ``approximate`` (torch 2.13: 1.5e-4 off at float64, another
     model); with a function the layer never takes that path, at every precision, and its
     self-attention may still take nn.MultiheadAttention's own fast path."""
-    return nn.TransformerEncoderLayer(d, d // spec.HEAD_DIM, mlp, dropout=0.0,
+    return nn.TransformerEncoderLayer(d, d // spec.head_dim(d), mlp, dropout=0.0,
                                       activation=gelu_tanh, layer_norm_eps=spec.LN_EPS,
                                       batch_first=True, norm_first=True)
 

@@ -19,7 +19,8 @@ variance and eps = LN_EPS; GELU is the tanh approximation everywhere (jax.nn.gel
 True), F.gelu(approximate="tanh"), the formula written out in TensorFlow and the reference).
 
 Sizes give batch B, image side H = W, patch P, channels C, width D, depth, MLP width M, classes
-K; N = (H/P)^2 patches, and heads = D / HEAD_DIM (16 in every size).
+K; N = (H/P)^2 patches, and heads = D / head_dim(D): 16 wide below width 768, 64 from there
+(ViT-B's 12 heads of 64).
 
 Parameter layout: one flat dict of named arrays, every matmul weight stored (in, out) so that a
 layer is ``x @ w + b``:
@@ -40,8 +41,11 @@ torch.nn.Linear would hold ``w.T``, and nn.MultiheadAttention's in_proj_weight i
 
 The float64 reference is the same forward in autograd.numpy, differentiated by autograd (an AD
 system distinct from the three under test); test_reference_gradient checks it against central
-finite differences. Biases, LayerNorm gains and shifts start away from 0 and 1 so that a
-framework dropping one of them fails the gradient check.
+finite differences. The model is written once more in the Python array API (``api_forward``
+and ``api_objective`` below: suites/vit_infer's reference, and the gpu size's, whose float32
+reference the autodiff oracles compute from it on the device: checking/reference.py).
+Biases, LayerNorm gains and shifts start away from 0 and 1 so that a framework dropping one
+of them fails the gradient check.
 """
 
 from __future__ import annotations
@@ -63,12 +67,19 @@ except ImportError:  # pragma: no cover - the cases then skip, naming the extra
     autograd = None
 
 LN_EPS = 1e-5
-HEAD_DIM = 16  # every size: heads = dim / HEAD_DIM, so the reference can tell heads from shapes
+HEAD_DIM = 16  # heads = dim / head_dim(dim), so the reference can tell heads from shapes
+WIDE, WIDE_HEAD_DIM = 768, 64  # from ViT-B's width up, its heads of 64
 GELU_C = math.sqrt(2.0 / math.pi)  # tanh-GELU: 0.5 x (1 + tanh(c (x + 0.044715 x^3)))
 
 GLOBAL_KEYS = ("patch_w", "patch_b", "pos", "ln_g", "ln_b", "head_w", "head_b")
 BLOCK_KEYS = ("ln1_g", "ln1_b", "qkv_w", "qkv_b", "proj_w", "proj_b",
               "ln2_g", "ln2_b", "fc1_w", "fc1_b", "fc2_w", "fc2_b")
+
+
+def head_dim(width: int) -> int:
+    """A head's width at model width ``width``: 16 at the CPU sizes, 64 from 768 (ViT-B/16's
+    12 heads of 64)."""
+    return WIDE_HEAD_DIM if width >= WIDE else HEAD_DIM
 
 
 # -- the weight mapping ------------------------------------------------------------------------
@@ -113,7 +124,7 @@ def num_patches(dims: Mapping[str, int]) -> int:
 
 
 def num_heads(dims: Mapping[str, int]) -> int:
-    return dims["dim"] // HEAD_DIM
+    return dims["dim"] // head_dim(dims["dim"])
 
 
 def make_data(rng: np.random.Generator, dims: Mapping[str, int]) -> Arrays:
@@ -225,8 +236,9 @@ def _loss(p: Mapping[str, Any], d: Mapping[str, np.ndarray]) -> Any:
 
 def config(patch_w: tuple[int, ...], x: tuple[int, ...]) -> tuple[int, int]:
     """Patch size and head count from the shapes of ``patch_w`` and the images (models are
-    given no dims): a patch holds P*P*C inputs, and every size uses heads of HEAD_DIM."""
-    return math.isqrt(int(patch_w[0]) // int(x[-1])), int(patch_w[1]) // HEAD_DIM
+    given no dims): a patch holds P*P*C inputs, and a head is head_dim(width) wide."""
+    width = int(patch_w[1])
+    return math.isqrt(int(patch_w[0]) // int(x[-1])), width // head_dim(width)
 
 
 # (loss, grad) by the digest of params and data: the harness asks for the same points several
@@ -254,11 +266,70 @@ def grad(p: Mapping[str, np.ndarray], d: Mapping[str, np.ndarray]) -> Arrays:
     return {k: v.copy() for k, v in _CACHE[key][1].items()}
 
 
+# -- the model once more, in the Python array API (xp: numpy, jax.numpy, torch) ---------------
+
+def _api_patchify(xp: Any, x: Any, patch: int) -> Any:
+    b, s, _, c = x.shape
+    g = s // patch
+    x = xp.permute_dims(xp.reshape(x, (b, g, patch, g, patch, c)), (0, 1, 3, 2, 4, 5))
+    return xp.reshape(x, (b, g * g, patch * patch * c))
+
+
+def _api_layer_norm(xp: Any, h: Any, g: Any, b: Any) -> Any:
+    centred = h - xp.mean(h, axis=-1, keepdims=True)
+    var = xp.mean(centred * centred, axis=-1, keepdims=True)
+    return centred / xp.sqrt(var + LN_EPS) * g + b
+
+
+def _api_softmax(xp: Any, s: Any) -> Any:
+    e = xp.exp(s - xp.max(s, axis=-1, keepdims=True))
+    return e / xp.sum(e, axis=-1, keepdims=True)
+
+
+def _api_attention(xp: Any, a: Any, blk: Mapping[str, Any], heads: int) -> Any:
+    b, n, d = a.shape
+    qkv = xp.reshape(a @ blk["qkv_w"] + blk["qkv_b"], (b, n, 3, heads, d // heads))
+    qkv = xp.permute_dims(qkv, (2, 0, 3, 1, 4))  # (3, B, heads, N, d_head)
+    q, k, v = qkv[0, ...], qkv[1, ...], qkv[2, ...]
+    weights = _api_softmax(xp, q @ xp.matrix_transpose(k) / math.sqrt(d // heads))
+    return xp.reshape(xp.permute_dims(weights @ v, (0, 2, 1, 3)), (b, n, d)) @ blk["proj_w"] \
+        + blk["proj_b"]
+
+
+def api_forward(xp: Any, p: Mapping[str, Any], d: Mapping[str, Any]) -> Any:
+    """Logits (B, classes) from the flat params and NHWC images, in the array API."""
+    tree, x = to_model(p), d["x"]
+    patch, heads = config(tree["patch_w"].shape, x.shape)
+    h = _api_patchify(xp, x, patch) @ tree["patch_w"] + tree["patch_b"] + tree["pos"]
+    for blk in tree["blocks"]:
+        h = h + _api_attention(xp, _api_layer_norm(xp, h, blk["ln1_g"], blk["ln1_b"]), blk,
+                               heads)
+        a = _api_layer_norm(xp, h, blk["ln2_g"], blk["ln2_b"]) @ blk["fc1_w"] + blk["fc1_b"]
+        gelu = 0.5 * a * (1.0 + xp.tanh(GELU_C * (a + 0.044715 * a * a * a)))
+        h = h + gelu @ blk["fc2_w"] + blk["fc2_b"]
+    pooled = xp.mean(_api_layer_norm(xp, h, tree["ln_g"], tree["ln_b"]), axis=1)
+    return pooled @ tree["head_w"] + tree["head_b"]
+
+
+def api_objective(xp: Any, logits: Any, d: Mapping[str, Any]) -> Any:
+    """The loss on these logits (mean softmax cross-entropy against one-hot y)."""
+    shifted = logits - xp.max(logits, axis=-1, keepdims=True)
+    log_probs = shifted - xp.log(xp.sum(xp.exp(shifted), axis=-1, keepdims=True))
+    return -xp.mean(xp.sum(d["y"] * log_probs, axis=-1))
+
+
 def flops(dims: Mapping[str, int]) -> int:
     """Matmul FLOPs only (LayerNorm, softmax, GELU and the SGD update are left out). Forward per
     block, with T = B N tokens: qkv 6TD^2, scores and scores @ V 4TND, proj 2TD^2, MLP 4TDM.
     Backward takes two matmuls per forward matmul (input and weight gradients), so 3x forward,
-    except the patch embedding, whose input (the image) needs no gradient: 2x."""
+    except the patch embedding, whose input (the image) needs no gradient: 2x.
+
+    Against the 6 P T + 12 L N D T rule (PaLM's appendix B, nanoGPT's estimate_mfu; T tokens,
+    P the matmul parameters): the blocks' P = L (4 D^2 + 2 D M) give 6 P T = 3 L (8 T D^2 +
+    4 T D M) and the attention 12 L N D T = 3 L (4 T N D), term for term. The rule would
+    also charge the patch embedding 6 P^2 C D a token where this charges 4 (no gradient of the
+    images) and the head 6 D K a token where this charges 6 D K an image (it sees the pooled
+    token only): at ViT-B/16 with 196 patches the rule counts 1.4% more."""
     b, n, d, m = dims["batch"], num_patches(dims), dims["dim"], dims["mlp"]
     t, flat_patch = b * n, dims["patch"] ** 2 * dims["channels"]
     block = 6 * t * d * d + 4 * t * n * d + 2 * t * d * d + 4 * t * d * m
@@ -266,9 +337,17 @@ def flops(dims: Mapping[str, int]) -> int:
     return 2 * (2 * t * flat_patch * d) + 3 * (dims["depth"] * block + head)
 
 
-def size(batch: int, image: int, dim: int, depth: int, mlp: int) -> dict[str, int]:
-    return {"batch": batch, "image": image, "patch": 4, "channels": 3, "dim": dim,
-            "depth": depth, "mlp": mlp, "classes": 10}
+def size(batch: int, image: int, dim: int, depth: int, mlp: int, patch: int = 4,
+         classes: int = 10) -> dict[str, int]:
+    return {"batch": batch, "image": image, "patch": patch, "channels": 3, "dim": dim,
+            "depth": depth, "mlp": mlp, "classes": classes}
+
+
+# jit+cudnn: cuDNN's fused attention takes bfloat16 or float16 on an NVIDIA GPU, nothing else
+CUDNN_ONLY = {("jit+cudnn", "cpu"): "cuDNN's fused attention (jit+cudnn) runs on NVIDIA GPUs only",
+              **{("jit+cudnn", p): f"cuDNN's fused attention (jit+cudnn) takes bfloat16 or "
+                                   f"float16, not {p}'s float32 or float64"
+                 for p in ("fp64", "fp32", "tf32")}}
 
 
 SPEC = Workload(
@@ -281,12 +360,21 @@ SPEC = Workload(
         "default": (Shape(size(batch=32, image=32, dim=64, depth=4, mlp=128)),),
         # ViT-Tiny width (192, MLP 768) at 6 blocks and 12 heads of 16
         "paper": (Shape(size(batch=64, image=32, dim=192, depth=6, mlp=768), "tiny"),),
+        # ViT-B/16 (86M parameters: 224 x 224 images, 196 patches of 16 x 16, 12 blocks of
+        # 768, 12 heads of 64, MLP 3072; ImageNet's 1000 classes; mean-pooled, no class
+        # token), 64 images a step: 6.7 TFLOP; for one GPU, in bf16 mixed precision (amp)
+        # against the float32 oracles on the device (docs/GPU.md)
+        "gpu": (Shape(size(batch=64, image=224, dim=768, depth=12, mlp=3072, patch=16,
+                           classes=1000), "b16", devices=("gpu",), reference="float32"),),
     },
     learning_rate=5e-2,
     make_data=make_data,
     make_params=make_params,
     loss=loss,
     grad=grad,
+    # the array-API model: the gpu size's float32 reference (the oracles'), vit_infer's
+    forward=api_forward,
+    objective=api_objective,
     flops_per_step=flops,
     # the patch embedding, six matmuls a block (as gpt's), the head
     depth=lambda d: 6 * d["depth"] + 2,
@@ -302,12 +390,14 @@ SPEC = Workload(
               for s in ("dp", "fsdp", "tp")},
     tensor_parallel={"*fc1_w": 1, "*fc1_b": 0, "*fc2_w": 0},
     # +sdpa: the attention through the framework's fused call (F.scaled_dot_product_attention,
-    # jax.nn.dot_product_attention) instead of written out; +nn, +flax, +keras: the model as
+    # jax.nn.dot_product_attention: XLA's) instead of written out; +cudnn: JAX's call with
+    # cuDNN's fused flash attention (a GPU, bfloat16); +nn, +flax, +keras: the model as
     # the framework's layer library (torch.nn modules, Flax Linen, Keras layers with Keras's
     # MultiHeadAttention): one comparison group (IDIOMS.md)
     implementations={
-        "jax": ("eager", "jit", "jit+sdpa", "jit+donate", "jit+flax"),
+        "jax": ("eager", "jit", "jit+sdpa", "jit+cudnn", "jit+donate", "jit+flax"),
         "torch": ("eager", "jit", "eager+sdpa", "jit+sdpa", "eager+nn", "jit+nn"),
         "tensorflow": ("eager", "jit", "xla", "xla+sdpa", "xla+keras"),
     },
+    unsupported=CUDNN_ONLY,
 )

@@ -9,6 +9,7 @@ processes' ratios spread from 11x to 60x, too far apart for the paired test at 1
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import textwrap
 from pathlib import Path
@@ -166,11 +167,21 @@ def lines(done: background.Done) -> pytest.LineMatcher:
     return pytest.LineMatcher(done.output.splitlines())
 
 
+def last_line(done: background.Done) -> str:
+    """pytest's final line, without its rule and seconds: ``1 failed, 1 passed``."""
+    finals = [line for line in done.output.splitlines()
+              if re.fullmatch(r"=+ .+ in [0-9.]+s( \(.*\))? =+", line)]
+    assert finals, done.output
+    return finals[-1].strip("= ").rsplit(" in ", 1)[0]
+
+
 def test_a_slower_head_fails_the_session(ab_slower: background.Done) -> None:
     assert ab_slower.returncode == pytest.ExitCode.TESTS_FAILED, ab_slower.output
     lines(ab_slower).fnmatch_lines(["*mlbench A/B against HEAD (*",
                                     "*toy-numpy-eager-cpu-fp32*SLOWER*",
-                                    "mlbench A/B: FAILED: 1 of 1 judged*"])
+                                    "mlbench A/B: FAILED: 1 of 1 judged*",
+                                    "FAILED mlbench ab gate - 1 of 1 judged benchmarks slower*"])
+    assert last_line(ab_slower).startswith("1 failed, 1 passed"), ab_slower.output
     rows = json.loads((ab_slower.folder / "ab.json").read_text())["mlbench_ab"]
     assert rows[0]["verdict"] == "SLOWER" and rows[0]["change"] > 1.0
 
@@ -179,6 +190,7 @@ def test_a_faster_head_passes(ab_faster: background.Done) -> None:
     assert ab_faster.returncode == pytest.ExitCode.OK, ab_faster.output
     lines(ab_faster).fnmatch_lines(["*toy-numpy-eager-cpu-fp32*faster*",
                                     "mlbench A/B: passed (1 judged*"])
+    assert last_line(ab_faster).startswith("1 passed"), ab_faster.output
 
 
 def test_a_case_missing_from_the_base_is_not_judged_and_nothing_judged_fails(
@@ -186,6 +198,7 @@ def test_a_case_missing_from_the_base_is_not_judged_and_nothing_judged_fails(
     assert ab_missing.returncode == pytest.ExitCode.TESTS_FAILED, ab_missing.output
     lines(ab_missing).fnmatch_lines(["*not in the base revision*",
                                      "mlbench A/B: nothing judged*"])
+    assert last_line(ab_missing).startswith("1 failed, 1 passed"), ab_missing.output
 
 
 @pytest.mark.parametrize(("value", "message"), [

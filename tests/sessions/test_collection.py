@@ -206,6 +206,19 @@ def test_absent_device_and_unsupported_precision_skip_with_reason(
     result.stdout.fnmatch_lines(["SKIPPED * numpy has no bfloat16 arithmetic"])
 
 
+def test_a_declared_unsupported_case_skips_at_the_spec_line_that_declares_it(
+        pytester: pytest.Pytester) -> None:
+    make_suite(pytester, '{"numpy": ("eager",)},\n    unsupported={\n'
+                         '        ("numpy", "fp64"): "the spec says no"}')
+    lines = (pytester.path / "suites" / "toy" / "spec.py").read_text().splitlines()
+    line = next(i for i, text in enumerate(lines, 1) if '("numpy", "fp64")' in text)
+    result = pytester.runpytest("suites", "--benchmark-disable", "--mlbench-size=smoke", "-rs",
+                                "--mlbench-precision=fp64", "-k", "train_step",
+                                "--mlbench-workers=1")
+    result.assert_outcomes(skipped=1)  # no worker starts: the spec said no before
+    result.stdout.fnmatch_lines([f"SKIPPED [[]1[]] suites/toy/spec.py:{line}: the spec says no"])
+
+
 def test_hook_can_drop_cases(pytester: pytest.Pytester) -> None:
     make_suite(pytester)
     pytester.makeconftest("""

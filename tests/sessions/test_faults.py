@@ -125,7 +125,10 @@ def test_a_spec_function_that_raises_or_returns_the_wrong_thing_is_one_line(
     spec.write_text(spec.read_text().replace(*edit))
     result = pytester.runpytest("suites", "--benchmark-disable", "--mlbench-size=smoke",
                                 "--mlbench-threads=1")
-    result.stdout.fnmatch_lines([said])
+    # found as the suites are discovered: the folder's failing case, naming its spec file
+    result.stdout.fnmatch_lines(["*test_train_step[[]toy-invalid[]]*",
+                                 "workload folder toy breaks 1 rule(s) of ADDING_WORKLOADS.md:",
+                                 f"  */suites/toy/spec.py: {said}"])
     result.assert_outcomes(failed=2)
     out = result.stdout.str()
     assert "Traceback" not in out and "During handling" not in out and "workloads/data.py" not in out

@@ -148,6 +148,21 @@ def test_the_summary_fails_a_failed_case_and_a_session_cut_by_its_timeout(
     assert "FAILED test_case[mlp-torch-jit-gpu-fp32]: failure here: by 3.2x, rtol 1e-3" in out
 
 
+def test_the_startup_measurement_cut_by_its_limit_is_unfinished_not_a_failure(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """gpu_startup.py measures; cut by its 90 s (inductor's first C++ build, H200 run 19), it
+    failed the whole check. It is reported as unfinished, naming the file it kept."""
+    (tmp_path / "out").mkdir()
+    junit(tmp_path / "junit", "timed-light", [("a", "passed")])
+    rc, summary = judge(tmp_path, ["startup\t124\t90", "timed-light\t0\t40"])
+    assert rc == 0 and summary["problems"] == [], summary
+    assert summary["unfinished"] == ["step startup did not finish in its 90 s (cut, exit 124): "
+                                     "startup.json holds the steps it finished"]
+    assert "summary: unfinished step startup" in capsys.readouterr().out
+    rc, summary = judge(tmp_path, ["startup\t1\t3", "timed-light\t0\t40"])
+    assert rc == 1 and summary["problems"] == ["step startup exited 1 after 3 s"]
+
+
 def test_an_interrupted_sessions_placeholder_counts_as_no_case(tmp_path: Path) -> None:
     """pytest cut by SIGINT writes tests="0" and one unnamed testcase: run 17 on an H200
     counted it as a passing case."""
@@ -225,7 +240,7 @@ def test_bad_usage_is_one_line() -> None:
     assert done.returncode == 2
     assert done.stderr == ("gpu_check: --device is tpu; accepted: --device=gpu|cpu --out DIR "
                            "--wheels DIR --budget SECONDS --quick --no-startup --sessions "
-                           "fp32,timed,other --select EXPR [-- PYTEST-ARGS]\n")
+                           "fp32,timed,other,gpu --select EXPR [-- PYTEST-ARGS]\n")
 
 
 def test_an_unknown_session_is_one_line() -> None:
@@ -233,7 +248,7 @@ def test_an_unknown_session_is_one_line() -> None:
                           text=True, check=False)
     assert done.returncode == 2
     assert done.stderr.startswith("gpu_check: --sessions is fp32,fp16, not a list of fp32, "
-                                  "timed, other; accepted:") and done.stderr.count("\n") == 1
+                                  "timed, other, gpu; accepted:") and done.stderr.count("\n") == 1
 
 
 def waiting_for_a_command(pid: int) -> None:

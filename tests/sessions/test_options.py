@@ -108,22 +108,38 @@ def test_bad_workers_value_names_option_and_fix(bad: str) -> None:
         build_settings({"workers": bad}, option_table())
 
 
-@pytest.mark.parametrize(("timing", "said"), [
-    (["--benchmark-disable"], "compile-cache={folder}"),
-    ([], "compile-cache={folder} (unused: this session times its cases)")])
-def test_the_compile_cache_serves_only_a_session_that_times_nothing(
-        pytester: pytest.Pytester, timing: list[str], said: str) -> None:
-    """Compile times are reported cold: a timed session compiles into its own fresh folder
-    whatever --mlbench-compile-cache says, and its header says the folder went unused."""
+@pytest.mark.parametrize("timing", [["--benchmark-disable"], []])
+def test_the_compile_cache_serves_every_session(pytester: pytest.Pytester,
+                                                timing: list[str]) -> None:
+    """A timed session and one that times nothing keep compiled code in the same folder (the
+    compile column says which figures came from it); ``cold`` gives a session its own."""
     from pytest_mlbench.engine.pools import compile_caches
 
     folder = pytester.path / "kept"
     pytester.makeini(f"[pytest]\nmlbench_suites = {SUITES}\n")
     pytester.makepyfile(test_one="def test_case(mlbench_case):\n    pass\n")
     result = pytester.runpytest("--collect-only", f"--mlbench-compile-cache={folder}", *timing)
-    result.stdout.fnmatch_lines([f"mlbench: * {said.format(folder=folder)}"])
-    env = compile_caches("/session", {}, str(folder))
+    result.stdout.fnmatch_lines([f"mlbench: * compile-cache={folder}"])
+    cold = pytester.runpytest("--collect-only", "--mlbench-compile-cache=COLD", *timing)
+    cold.stdout.fnmatch_lines(["mlbench: * compile-cache=cold"])
+    env = compile_caches("/session", {}, str(folder), xla=str(folder))
     assert env["TORCHINDUCTOR_CACHE_DIR"] == f"{folder}/inductor"
     assert env["NUMBA_CACHE_DIR"] == f"{folder}/numba"
+    assert env["JAX_COMPILATION_CACHE_DIR"] == f"{folder}/jax"
     assert env["MLBENCH_TF_SCRATCH"] == "/session/tf-tmp"  # a killed worker's litter: the session's
     assert compile_caches("/session", {})["TORCHINDUCTOR_CACHE_DIR"] == "/session/inductor"
+    assert compile_caches("/session", {})["JAX_ENABLE_COMPILATION_CACHE"] == "false"
+
+
+def test_a_compile_cache_that_cannot_be_made_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    """The folder is made as the session collects its cases: one that cannot be (under a
+    file) stops it before anything runs, in one line, exit 4."""
+    pytester.makeini(f"[pytest]\nmlbench_suites = {SUITES}\n")
+    pytester.makepyfile(test_one="def test_case(mlbench_case):\n    pass\n")
+    result = pytester.runpytest("--benchmark-disable", "--mlbench-frameworks=numpy",
+                                f"--mlbench-compile-cache={pytester.path / 'tox.ini' / 'cache'}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --mlbench-compile-cache: cannot use */tox.ini/cache as "
+                                 "the compile cache (Not a directory); give a folder you can "
+                                 "write *"])
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()

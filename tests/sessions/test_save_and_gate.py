@@ -43,6 +43,13 @@ def esc(text: str) -> str:
     return text.replace("[", "[[]")
 
 
+def last_line(result: pytest.RunResult) -> str:
+    """The session's last line without its rule and its seconds: ``1 failed, 1 passed``."""
+    line = result.outlines[-1].strip("= ")
+    assert " in " in line, result.outlines[-1]
+    return line.rsplit(" in ", 1)[0]
+
+
 def saved(root: Path) -> list[Path]:
     return sorted(root.glob("*/*.json"))
 
@@ -249,16 +256,23 @@ def test_gate_passes_when_nothing_changed(pytester: pytest.Pytester) -> None:
                                  "benchmark * baseline (ms) * current (ms) * change *verdict",
                                  esc("test_case[mlp-jax-jit-cpu-fp32] * no significant change"),
                                  "mlbench gate: passed (2 judged, none significantly slower)"])
+    assert last_line(result) == "2 passed"  # a passed gate counts nowhere
 
 
 def test_gate_fails_on_a_slowdown_beyond_the_threshold(pytester: pytest.Pytester) -> None:
     session_files(pytester.path, record("jax-jit", 1.5e-3, measure_kw={"seed": 9}))
     base = baseline_of(pytester, FAST)
-    result = run(pytester, f"--mlbench-gate={base}", "--mlbench-gate-threshold=20%")
+    result = run(pytester, f"--mlbench-gate={base}", "--mlbench-gate-threshold=20%", "-x")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([esc("test_case[mlp-jax-jit-cpu-fp32] * 20% * 5/5  SLOWER"),
                                  esc("mlbench gate: FAILED: 1 of 1 judged benchmarks slower: "
-                                     "test_case[mlp-jax-jit-cpu-fp32] +49.6% (p=*")])
+                                     "test_case[mlp-jax-jit-cpu-fp32] +49.6% (p=*"),
+                                 "*short test summary info*",
+                                 esc("FAILED mlbench gate - 1 of 1 judged benchmarks slower: "
+                                     "test_case[mlp-jax-*")])  # cut to the terminal's width
+    # the verdict is the session's last line, in pytest's own words; -x stops nothing after it
+    assert last_line(result) == "1 failed, 1 passed"
+    assert "stopping after" not in result.stdout.str()
 
 
 def test_gate_on_another_size_judges_nothing_and_fails(pytester: pytest.Pytester) -> None:
@@ -282,7 +296,9 @@ def test_gate_with_no_case_fails(pytester: pytest.Pytester, module: str, why: st
     base = baseline_of(pytester, FAST)
     result = run(pytester, f"--mlbench-gate={base}")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines([f"mlbench gate: nothing judged: {why}"])
+    result.stdout.fnmatch_lines([f"mlbench gate: nothing judged: {why}",
+                                 "FAILED mlbench gate - nothing judged: no mlbench case ran*"])
+    assert last_line(result) == "1 failed, 1 passed"
 
 
 def test_gate_lists_machine_differences(pytester: pytest.Pytester) -> None:
@@ -307,7 +323,7 @@ def test_marker_thresholds(pytester: pytest.Pytester) -> None:
     (pytester.path / "test_cases.py").write_text(text.replace(
         "def test_case", "@pytest.mark.mlbench_gate(threshold='lots')\ndef test_case"))
     result = run(pytester, f"--mlbench-gate={base}")
-    result.assert_outcomes(errors=1)
+    result.assert_outcomes(errors=1, failed=1)  # the error, and the gate that judged nothing
     result.stdout.fnmatch_lines(["*@pytest.mark.mlbench_gate(threshold=...): 'lots' has no '%'*"])
 
 

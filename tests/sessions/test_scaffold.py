@@ -1,6 +1,7 @@
 """``pytest-mlbench init`` in a user's own project, outside this repository: what it writes,
 what it refuses to overwrite, and that the project it sets up checks, times and A/B-gates its
-example workload; and the one line a configured suites folder gets when no test runs it."""
+example workload; and the one line a configured suites folder gets when no test runs it.
+Each configuration layout, every refusal and --example: tests/unit/test_init_config.py."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mlbench import cli, scaffold
+from pytest_mlbench import cli
 
 
 def _pytest(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -68,17 +69,6 @@ def test_init_refuses_a_suites_folder_outside_the_project(tmp_path: Path, bad: s
     assert cli.main(["init", str(tmp_path), "--suites", bad]) == 2
     assert "give a folder path inside the project" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
-
-
-def test_init_adds_the_setting_to_the_projects_own_configuration(tmp_path: Path) -> None:
-    toml = "[project]\nname = 'x'\n\n[tool.pytest.ini_options]\naddopts = '-ra'\n"
-    (tmp_path / "pyproject.toml").write_text(toml)
-    writes = scaffold.plan(tmp_path, "bench")
-    assert writes[0].path == tmp_path / "pyproject.toml" and writes[0].action == "update"
-    assert 'ini_options]\nmlbench_suites = "bench"\naddopts' in writes[0].text
-    (tmp_path / "pyproject.toml").write_text(writes[0].text)
-    with pytest.raises(scaffold.InitError, match="already sets mlbench_suites"):
-        scaffold.plan(tmp_path, "bench")
 
 
 def test_a_configured_suites_folder_that_no_test_runs_gets_one_line(tmp_path: Path) -> None:

@@ -28,7 +28,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("measuring",),
     ("judging",),
     ("reporting",),
-    ("parametrize", "session", "plugin", "scaffold", "cli", "__main__", "__init__"),  # pytest-facing
+    ("parametrize", "session", "plugin", "configfile", "scaffold", "cli", "__main__",
+     "__init__", "jobs", "worker"),  # pytest-facing
 )
 LAYER = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
 

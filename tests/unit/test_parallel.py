@@ -173,12 +173,71 @@ def test_workers_that_do_not_split_into_the_nodes_say_why() -> None:
 
 
 def test_nodes_make_cases_of_their_own_and_leave_the_single_device_case_alone() -> None:
+    from pytest_mlbench import frameworks
+    from pytest_mlbench.parametrize import case_params
+
     declared = spec(parallel={"dp": {"torch": "eager"}})
     settings = build_settings({"workers": "1,2,3", "nodes": "2", "frameworks": "torch"},
                               option_table())
-    names = {c.name for c in enumerate_cases((declared,), settings, {})}
-    assert names == {f"par-{t}-torch-eager{x}-cpu-fp32" for t in ("sgd", "adam")
-                     for x in ("", "-dp-w2-n2")}  # three workers split into no two nodes
+    cases = list(enumerate_cases((declared,), settings, {}))
+    assert {c.name for c in cases} == {f"par-{t}-torch-eager{x}-cpu-fp32"
+                                       for t in ("sgd", "adam")
+                                       for x in ("", "-dp-w2-n2", "-dp-w3-n2")}
+    # three workers split into no two nodes: that case says so, rather than vanishing
+    params = {p.id: p for p in case_params(cases, catalogue.Catalogue(Path("."), (declared,)),
+                                           frameworks.BUILTIN, settings)}
+    [skip] = params["par-sgd-torch-eager-dp-w3-n2-cpu-fp32"].marks[:1]
+    assert skip.kwargs["reason"] == "3 worker(s) do not split into 2 nodes of equal size"
+    assert not any(m.name == "skip" for m in params["par-sgd-torch-eager-dp-w2-n2-cpu-fp32"].marks)
+
+
+@pytest.mark.parametrize(("raw", "message"), [
+    ({"workers": "1", "strategies": "fsdp"},
+     "--mlbench-strategies=fsdp: strategies run at worker counts above 1, and "
+     "--mlbench-workers=1 makes no parallel case; give a worker count above 1 too (such as "
+     "--mlbench-workers=1,2)"),
+    ({"workers": "1", "nodes": "2"}, "--mlbench-nodes=2: nodes split a parallel case's workers"),
+    ({"workers": "2", "nodes": "1,3"},
+     "--mlbench-nodes=3: no worker count given (--mlbench-workers=2) splits into 3 nodes of "
+     "equal size; give one that 3 divides (such as --mlbench-workers=1,6)"),
+    ({"workers": "3", "strategies": "dpxtp"},
+     "--mlbench-strategies=dpxtp: dpxtp needs an even worker count of at least 4 (a model axis "
+     "of 2), and --mlbench-workers=3 gives none"),
+])
+def test_counts_that_can_make_no_case_are_one_line(raw: dict[str, str], message: str) -> None:
+    with pytest.raises(OptionError) as found:
+        build_settings(raw, option_table())
+    assert str(found.value).startswith(message) and "\n" not in str(found.value)
+
+
+def test_a_named_strategy_its_workers_cannot_lay_out_skips_naming_why() -> None:
+    from pytest_mlbench import frameworks
+    from pytest_mlbench.parametrize import case_params
+
+    both = {"torch": "eager"}
+    declared = spec(parallel={"dp": both, "tp": both}, tensor_parallel={"w1": 1, "w2": 0})
+    settings = build_settings({"workers": "2,4", "strategies": "dpxtp", "frameworks": "torch"},
+                              option_table())
+    cases = list(enumerate_cases((declared,), settings, {}))
+    params = {p.id: p for p in case_params(cases, catalogue.Catalogue(Path("."), (declared,)),
+                                           frameworks.BUILTIN, settings)}
+    [skip] = params["par-sgd-torch-eager-dpxtp-w2-cpu-fp32"].marks[:1]
+    assert skip.kwargs["reason"].startswith("dpxtp needs an even worker count of at least 4")
+    assert not any(m.name == "skip" for m in params["par-sgd-torch-eager-dp2xtp2-cpu-fp32"].marks)
+
+
+def test_parallel_cases_no_implementation_declares_say_so() -> None:
+    from pytest_mlbench import frameworks
+    from pytest_mlbench.parametrize import case_params
+
+    declared = spec(parallel={"dp": {"torch": "eager"}})
+    settings = build_settings({"workers": "2", "strategies": "fsdp", "frameworks": "torch"},
+                              option_table())
+    [param] = case_params([], catalogue.Catalogue(Path("."), (declared,)), frameworks.BUILTIN,
+                          settings)
+    assert param.marks[0].kwargs["reason"] == (
+        "--mlbench-workers=2 makes parallel cases only, and no selected implementation declares "
+        "fsdp for a training task (declared: torch-eager: dp)")
 
 
 def test_each_rank_gets_torchruns_environment() -> None:
@@ -212,7 +271,9 @@ def test_the_worker_holding_an_element_follows_each_engines_placement() -> None:
     assert holders(Layout("dp", 2), "torch", (8, 6), (0, 0), None) == ""
 
 
-def test_only_the_strategies_a_workload_names_join_the_main_job() -> None:
+def test_only_the_strategies_a_workload_names_join_the_scaling_job() -> None:
+    """-m mlbench_scale: the layouts of ``main_strategies`` beside the one-worker cases they
+    scale from; the main job (-m mlbench_main) runs one worker only."""
     from pytest_mlbench import frameworks
     from pytest_mlbench.parametrize import case_params
 
@@ -221,9 +282,14 @@ def test_only_the_strategies_a_workload_names_join_the_main_job() -> None:
     settings = build_settings({"frameworks": "torch"}, option_table())
     cases = list(enumerate_cases((declared,), settings, {}))
     params = case_params(cases, catalogue.Catalogue(Path("."), (declared,)), frameworks.BUILTIN)
-    main = {p.id for p in params if any(m.name == "mlbench_main" for m in p.marks)}
-    assert {i for i in main if "-w2" in i} == {"par-sgd-torch-eager-fsdp-w2-cpu-fp32",
-                                                 "par-adam-torch-eager-fsdp-w2-cpu-fp32"}
+
+    def marked(name: str) -> set[str]:
+        return {p.id for p in params if any(m.name == name for m in p.marks)}
+
+    assert {i for i in marked("mlbench_scale") if "-w2" in i} == {
+        "par-sgd-torch-eager-fsdp-w2-cpu-fp32", "par-adam-torch-eager-fsdp-w2-cpu-fp32"}
+    assert "par-sgd-torch-eager-cpu-fp32" in marked("mlbench_scale")
+    assert not any("-w2" in i for i in marked("mlbench_main"))
     assert spec(main_strategies=("zero3",)).problems()[0].startswith("main_strategies=")
 
 

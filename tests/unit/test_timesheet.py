@@ -138,3 +138,22 @@ def test_report_time_goes_with_one_run_only(tmp_path: Path,
     path = write(tmp_path / "run.json", run_json(bench(record("jax-jit", 1e-3))))
     assert cli.main(["report", "--compare", str(path), str(path), "--time"]) == 2
     assert "--time is for one run's report" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("sheet", "shown"), [
+    ({"passes": [{}]}, "(all activities, jobs side by side) 0.0 0.0"),  # a pass with nothing
+    ({"passes": [{"pass": 1, "frameworks": {"jax": {"build": 2.0}}}, {"pass": 2}]},
+     "build (less compilation) 2.0 0.0 2.0"),
+    ({"passes": [], "in_flight": [{"pass": 1, "framework": "jax", "activity": "build",
+                                   "seconds": 41.3}]},
+     "still running as the run ended: pass 1, jax: build (less compilation) for 41.3 s"),
+    ({"passes": []}, "nothing was recorded (the run ended before its first pass)"),
+])
+def test_report_time_reads_every_sheet_a_run_can_hold(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], sheet: dict[str, object],
+        shown: str) -> None:
+    data = run_json(bench(record("jax-jit", 1e-3)))
+    data["machine_info"].setdefault("mlbench", {})["time_spent"] = sheet
+    assert cli.main(["report", str(write(tmp_path / "run.json", data)), "--time"]) == 0
+    lines = [" ".join(line.split()) for line in capsys.readouterr().out.splitlines()]
+    assert " ".join(shown.split()) in lines

@@ -20,7 +20,6 @@ from pytest_mlbench.engine.pools import PoolKey, Side
 from pytest_mlbench.measuring import case_run as pipeline
 from pytest_mlbench.measuring import schedule
 from pytest_mlbench.measuring.campaign import Campaign, Lane, Plan
-from pytest_mlbench.measuring.progress import Progress
 from pytest_mlbench.workloads import catalogue, data
 from pytest_mlbench.workloads.case import CaseId
 
@@ -66,7 +65,8 @@ class FakePool:
 
 
 def case_run(pool: FakePool, kind: str = "train", calls: int = 1) -> pipeline.CaseRun:
-    cid = SimpleNamespace(task=SimpleNamespace(kind=kind), shape=SimpleNamespace(label="s"),
+    cid = SimpleNamespace(task=SimpleNamespace(kind=kind), device="cpu",
+                          shape=SimpleNamespace(label="s"),
                           workload=SimpleNamespace(name="fake", data_key="", check_steps=3))
     ctx = SimpleNamespace(cid=cid, where="fake", reference=SimpleNamespace(seed=0))
     run = pipeline.CaseRun(ctx, pool, {"name": "fake"}, calls=calls)  # type: ignore[arg-type]
@@ -246,41 +246,6 @@ def test_a_campaign_that_times_nothing_starts_one_pool_a_framework_and_spares_on
     assert spare.slot == 1 and spare not in campaign.pools
 
 
-def test_the_progress_line_foretells_later_processes_from_their_own_pace(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """The first process also computes references and compiles cold (about three times a
-    later one on the main job): extrapolating from it said 2547 s left of a 403 s session.
-    While it runs only its own rest is foretold; later processes are foretold from theirs."""
-    lines: list[str] = []
-    timed, unchecked = (Progress(lines.append, groups=10, passes=n, started=0.0)
-                        for n in (3, 1))
-    clock = [0.0]
-    # progress's own name for time, not the module the campaign beside this test reads too
-    monkeypatch.setattr("pytest_mlbench.measuring.progress.time",
-                        SimpleNamespace(monotonic=lambda: clock[0]))
-    clock[0] = 60.0  # two groups of the first process took a minute
-    assert timed.eta(2, 0) == ("60 s so far, about 240 s left in the first process; "
-                               "2 faster process(es) to come")
-    clock[0] = 300.0
-    assert timed.eta(10, 0) == "300 s so far, the first process done; 2 faster process(es) to come"
-    timed.first_pass_s = 300.0
-    clock[0] = 340.0  # two groups of the second process took 40 s: 18 groups left at 20 s
-    assert timed.eta(12, 1) == "340 s so far, about 360 s left"
-    assert timed.eta(30, 2) == "340 s in all"
-    timed.group_done(2, "mlp", 330.0, 10, 30)
-    timed.group_done(2, "cnn", 330.0, 3, 30,
-                     verdicts=[("passing", ""), ("failed", "torch jit (cnn-...) gradient of k1: "
-                                                          "differs\nworst element"),
-                               ("skipped", "no gpu"), ("passing", ""), ("passed", "")])
-    assert lines == ["mlbench [process 3/3] mlp: 10 case(s) checked and timed in 10.0 s; "
-                     "340 s in all",
-                     "mlbench [process 3/3] cnn: 3 case(s) checked and timed in 10.0 s "
-                     "(3 passing, 1 failed, 1 skipped); 340 s in all",
-                     "mlbench   failed: torch jit (cnn-...) gradient of k1: differs"]
-    clock[0] = 20.0  # a session that times nothing has one pass: its own pace
-    assert unchecked.eta(2, 0) == "20 s so far, about 80 s left"
-
-
 def pass_of_one_group(monkeypatch: pytest.MonkeyPatch, timing: Any) -> tuple[Campaign, list[str]]:
     """A timed campaign whose one group prepares two runs and times them with ``timing``
     (called with the runs and the campaign); no pool or worker starts."""
@@ -350,6 +315,7 @@ def test_a_pass_shares_its_rounds_out_evenly_over_its_turns(
         r.seconds += [1.0] * count
 
     monkeypatch.setattr(campaign, "_turn", turn)
+    monkeypatch.setattr(campaign, "_bare_loop", lambda r: None)
     campaign._interleave([base, head], 0)  # type: ignore[list-item]
     counts = [count for side, count in taken if side == "base"]
     assert sum(counts) == len(base.seconds) == len(head.seconds) == rounds
@@ -456,7 +422,7 @@ def test_ranks_entering_their_rounds_apart_are_not_read_as_a_clock_going_back() 
     from pytest_mlbench.checking import audit
 
     def rank(seconds: list[float], span: float) -> SimpleNamespace:
-        return SimpleNamespace(seconds=seconds, span=span, between=0.0, outside=0.0)
+        return SimpleNamespace(seconds=seconds, span=span, between=0.0, outside=0.0, after=0.0)
 
     apart = case_run(FakePool())
     apart._clocked(0.25, [rank([0.10, 0.05], 0.16), rank([0.05, 0.10], 0.16)], [0.10, 0.10])
@@ -512,3 +478,13 @@ def test_a_specs_own_pytest_skip_makes_its_case_skipped_not_failed() -> None:
     campaign._fail(state, caught.value)
     assert state.outcome is not None and state.outcome.status == "skipped"
     assert state.outcome.message == "the vit reference is differentiated by autograd"
+
+
+def test_a_timed_round_is_calibrated_to_last_long_enough_for_its_sync() -> None:
+    """A round's calls: the shape's steps_per_call times the smallest whole factor that makes
+    it last CALIBRATED_ROUND_S (a GPU's step of 1.3 ms: 8 calls, where one call a round paid
+    a host round trip each), capped; a round already that long is left as it is."""
+    assert pipeline.calibrated_calls(1, 0.0013) == 8
+    assert pipeline.calibrated_calls(4, 0.002) == 20  # 4 calls of 0.5 ms: five times that
+    assert pipeline.calibrated_calls(10, 0.5) == 10
+    assert pipeline.calibrated_calls(1, 1e-9) == pipeline.CALLS_FACTOR_MAX
