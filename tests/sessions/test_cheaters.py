@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_mlbench.measuring import schedule
 from tests import background
 from tests.background import Command
 from tests.cheat_session import Session, command, read
@@ -387,6 +388,16 @@ def test_the_audited_rounds_differ_between_passes_and_the_honest_case_passes_tim
     assert timed[case("honest", "numpy")].status == "passed", timed.output[-2000:]
     run_json = json.loads(Path(timed.folder / "run.json").read_text())
     (bench,) = [b for b in run_json["benchmarks"] if "honest-numpy" in b["name"]]
-    audited = bench["extra_info"]["mlbench"]["checks"]["audited_rounds"]
+    checks = bench["extra_info"]["mlbench"]["checks"]
+    audited = checks["audited_rounds"]
     assert len(audited) == 2 and all(audited), audited  # every pass audited some rounds
-    assert audited[0] != audited[1], audited
+    # drawn from a secret of each pass's own (with rounds of 10 ms a pass has a dozen rounds,
+    # and two passes may draw the same one by chance: the secrets differ, and each pass's
+    # audited rounds are the ones its secret draws)
+    secrets = checks["audit_secrets"]
+    assert len(set(secrets)) == 2, secrets
+    clocks = checks["clocks"]
+    for p, (secret, rounds) in enumerate(zip(secrets, audited, strict=True)):
+        total = int(clocks[p]["rounds"])
+        drawn = schedule.audited_rounds(secret, case("honest", "numpy"), p, total)
+        assert set(rounds) <= drawn, (p, rounds, drawn)
