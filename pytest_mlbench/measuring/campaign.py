@@ -484,23 +484,6 @@ class Campaign:
                     continue
                 for run in (pair if cycle % 2 == 0 else pair[::-1]):  # ABAB, then BABA
                     self._turn(run, counts[cycle], cycle)
-        if self.plan.timing:  # each case's bare loop, alone, after its audited rounds
-            for run in runs:
-                self._bare_loop(run)
-
-    def _bare_loop(self, run: CaseRun) -> None:
-        """The case's step in a plain loop beside its figure (CaseRun.bare_loop), every other
-        worker stopped as for a turn."""
-        state = self._state(run)
-        if not state.alive or not run.recorded:
-            return
-        with timesheet.account(self.sheet, self.pass_no, run.pool.key.framework):
-            with timesheet.spend("turns"):
-                self._activate(run.pool)
-                try:
-                    run.bare_loop()
-                except BaseException as exc:  # noqa: BLE001
-                    self._fail(state, exc, run.pool)
 
     def _turn(self, run: CaseRun, count: int, cycle: int, discard: int = TURN_WARMUP,
               alone: bool = True) -> None:
@@ -514,6 +497,8 @@ class Campaign:
                     self._activate(run.pool)
                 try:
                     run.turn(count, discard, cycle)
+                    if self.plan.timing and alone:  # the same step in a plain loop too
+                        run.bare_loop()
                 except BaseException as exc:  # noqa: BLE001
                     self._fail(state, exc, run.pool)
 

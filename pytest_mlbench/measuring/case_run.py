@@ -49,7 +49,6 @@ CALL_MIN_S = 120.0  # a timed turn's timeout is 20 times what it should take, at
 # microsecond a leaf): under 1% of 10 ms. At most CALLS_FACTOR_MAX times the shape's calls
 CALIBRATED_ROUND_S = 0.010
 CALLS_FACTOR_MAX = 256
-BARE_ROUNDS = 3  # a bare loop runs this many rounds' calls, after one round's calls dropped
 R = TypeVar("R")
 
 
@@ -351,16 +350,16 @@ class CaseRun:
         clock["after_bounded"] = float(self.ctx.cid.device == "cpu")
 
     def bare_loop(self) -> None:
-        """The built step in a plain loop, alone on the cores like a turn: one round's calls
-        dropped (the worker was just resumed), then BARE_ROUNDS rounds' (runners.bare_loop);
-        its seconds a call, the slowest rank's. Informative, never audited: the record's
-        ``overhead`` is the figure over it."""
+        """The built step in a plain loop, right after a turn (the worker warm, alone on the
+        cores): a round's calls (runners.bare_loop), its seconds a call, the slowest rank's.
+        One a turn, so that the bare figure is a median over the pass's moments as the
+        audited one is (one loop at the pass's end read the host's one moment: 0.75-1.32 of
+        the figure over a main job). Informative, never audited: the record's ``overhead``
+        is the figure over it."""
         assert self.handle is not None
-        found = 0.0
-        for calls in (self.calls, BARE_ROUNDS * self.calls):
-            keys = self._bare_keys(calls)
-            found = max(float(s.value) for s in self.pool.case(self.handle, p.BareLoop(keys)))
-        self.bare_s.append(found)
+        keys = self._bare_keys(self.calls)
+        replies = self.pool.case(self.handle, p.BareLoop(keys))
+        self.bare_s.append(max(float(s.value) for s in replies))
 
     def _bare_keys(self, calls: int) -> list[int]:
         """Each call's key for a bare loop of ``calls`` calls, drawn as a round's are
@@ -494,7 +493,7 @@ class CaseRun:
             return None
         steps = len(self.recorded) * self.calls
         faults = sum(r.faults for r in self.recorded)
-        bare = min(self.bare_s) if self.bare_s else None
+        bare = float(np.median(self.bare_s)) if self.bare_s else None
         return PassTiming(tuple(self.recorded), faults / steps if steps else 0.0, self.calls,
                           bare)
 

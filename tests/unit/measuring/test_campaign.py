@@ -315,7 +315,6 @@ def test_a_pass_shares_its_rounds_out_evenly_over_its_turns(
         r.seconds += [1.0] * count
 
     monkeypatch.setattr(campaign, "_turn", turn)
-    monkeypatch.setattr(campaign, "_bare_loop", lambda r: None)
     campaign._interleave([base, head], 0)  # type: ignore[list-item]
     counts = [count for side, count in taken if side == "base"]
     assert sum(counts) == len(base.seconds) == len(head.seconds) == rounds
