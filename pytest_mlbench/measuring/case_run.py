@@ -111,6 +111,10 @@ class CaseRun:
     round_s: float = 0.0  # the warm-up round's duration: what a round costs
     steps_per_call: int = 0  # the shape's calls a round, which recorded rounds are scaled to
     bare_s: list[float] = field(default_factory=list)  # the bare loop's seconds a call
+    # training: the batch keys of the bare loop's steps made since the last round, and, by
+    # round, those made just before it (its audit replays them from the round before it)
+    pending_bare: list[int] = field(default_factory=list)
+    bare_before: dict[int, list[int]] = field(default_factory=dict)
     afters: list[float] = field(default_factory=list)  # each timed round's work after it
     round_seconds: list[float] = field(default_factory=list)  # each timed round's seconds
     checked_step_s: list[float] = field(default_factory=list)
@@ -270,6 +274,8 @@ class CaseRun:
              keys: list[list[int]] | None) -> None:
         """What the worker said of rounds ``numbers``: its serial for each, their digests."""
         for i, r in enumerate(numbers):
+            if self.pending_bare:  # the steps a bare loop made between this round and the last
+                self.bare_before[r], self.pending_bare = self.pending_bare, []
             self.serial_of[r] = reply.serials[i]
             self.digests[r] = reply.digests[i]
             if keys is not None:
@@ -358,6 +364,8 @@ class CaseRun:
         is the figure over it."""
         assert self.handle is not None
         keys = self._bare_keys(self.calls)
+        if self.train:  # steps the next round's audit replays from the round before it
+            self.pending_bare += keys
         replies = self.pool.case(self.handle, p.BareLoop(keys))
         self.bare_s.append(max(float(s.value) for s in replies))
 
@@ -473,9 +481,10 @@ class CaseRun:
                 before = self.kept.get(r - 1)
                 call = self._audit_call(r)
                 key = None if call is None else self.keys[r][call]
-                batches = self.keys.get(r) if self.train else None
-                if audit.audit(self.ctx, r, self.calls, before, self.kept[r], call, key,
-                               batches, self.data_secret):
+                extra = self.bare_before.get(r, [])  # a bare loop's steps since r - 1
+                batches = [*extra, *self.keys[r]] if self.train and r in self.keys else None
+                if audit.audit(self.ctx, r, self.calls + len(extra), before, self.kept[r], call,
+                               key, batches, self.data_secret):
                     uncounted.append(r)
         self._count_final(uncounted)
         if self.timed:

@@ -36,12 +36,16 @@ class FakePool:
         self.keys: list[Any] = []  # the probe keys each round command carried
         self.fetched: list[list[int]] = []  # the serials each fetch asked for
         self.pretouched = list(pretouched)  # what each turn's pre-touch check did
+        self.bare: list[list[int]] = []  # each bare loop's keys
         self.serial = 0
 
     def case(self, handle: int, command: Any, timeout: float | None = None) -> list[Any]:
         if isinstance(command, protocol.Fetch):
             self.fetched.append([self.serial - back for back, _ in command.wanted])
             return [protocol.Fetched([self.result() for _ in command.wanted])]
+        if isinstance(command, protocol.BareLoop):
+            self.bare.append(list(command.keys))
+            return [protocol.Seconds(0.5)]
         assert isinstance(command, protocol.Round)
         total, follows = command.rounds, command.follows
         self.calls.append((self.serial + 1, total))
@@ -487,3 +491,19 @@ def test_a_timed_round_is_calibrated_to_last_long_enough_for_its_sync() -> None:
     assert pipeline.calibrated_calls(4, 0.002) == 20  # 4 calls of 0.5 ms: five times that
     assert pipeline.calibrated_calls(10, 0.5) == 10
     assert pipeline.calibrated_calls(1, 1e-9) == pipeline.CALLS_FACTOR_MAX
+
+
+def test_a_bare_loop_after_a_turn_is_replayed_by_the_next_rounds_audit() -> None:
+    """Training: the bare loop after a turn takes steps of its own (their batches the next
+    steps' keys, which the worker counts); the round after it starts from the state they
+    left, so its audit replays them from the round before: the loop's keys, then its own."""
+    pool = FakePool()
+    run = case_run(pool, calls=2)
+    run.data_secret = 7
+    run.turn(1)
+    run.bare_loop()
+    run.turn(1)
+    (bare,) = pool.bare
+    assert len(bare) == 2 and run.bare_s == [0.5]
+    assert run.bare_before == {3: bare}  # rounds 1-2 the first turn, 3 the next one's first
+    assert run.steps_sent == 4 * 2 + 2  # two turns of a dropped and a recorded round, the loop
