@@ -102,14 +102,6 @@ def _type_name(t: type) -> str:
     return f"{t.__module__}.{t.__qualname__}"
 
 
-def concrete_tree(adapter: Any, tree: Any, what: str,
-                  accepted: tuple[type, ...] | None) -> Any:
-    """A result (an array, or a {name: array}) as NumPy copies, each checked (``concrete``)."""
-    if isinstance(tree, Mapping):
-        return {k: concrete(adapter, v, f"{what} {k!r}", accepted) for k, v in tree.items()}
-    return concrete(adapter, tree, what, accepted)
-
-
 def assert_concrete_tree(adapter: Any, tree: Any, what: str,
                          accepted: tuple[type, ...] | None) -> None:
     if isinstance(tree, Mapping):
