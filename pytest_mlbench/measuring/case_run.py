@@ -49,6 +49,9 @@ CALL_MIN_S = 120.0  # a timed turn's timeout is 20 times what it should take, at
 # microsecond a leaf): under 1% of 10 ms. At most CALLS_FACTOR_MAX times the shape's calls
 CALIBRATED_ROUND_S = 0.010
 CALLS_FACTOR_MAX = 256
+# warm-up rounds at most in a timed session: the first at the shape's calls, then each at the
+# calls the last one calibrates, until they stop growing (CaseRun.calibrate)
+WARMUP_ROUNDS_MAX = 4
 R = TypeVar("R")
 
 
@@ -201,15 +204,13 @@ class CaseRun:
         charge("compile", min(compiled - from_checks, built - began), instead_of="build")
 
     def _warm_up(self, pin: bool, pretouch: bool) -> None:
-        """Two warm-up rounds (never recorded): the faster says what a round costs; the state
-        the second leaves is where timed round 1 starts. Then the heap pre-touch (a timed
-        session) and the compile time the first calls took."""
+        """Warm-up rounds (never recorded): two, or in a timed session as many as calibrating
+        a round takes (``calibrate``); the fastest says what a round costs, and the state the
+        last leaves is where timed round 1 starts. Then the heap pre-touch (a timed session)
+        and the compile time the first calls took."""
         times: list[float] = []  # each warm-up round's seconds a call
         self.steps_per_call = self.steps_per_call or self.calls
-        for warm_up in range(2):
-            if warm_up == 1 and self.timed:
-                self.calls = calibrated_calls(self.steps_per_call,
-                                              times[0] * self.steps_per_call)
+        for warm_up in range(WARMUP_ROUNDS_MAX):
             keys = self._keys(1)
             command: p.CaseCommand[p.RoundsRan] = p.Round(1, self.calls, keys)
             if pin and warm_up == 0:  # also finds the threads that worked and pins them
@@ -217,11 +218,29 @@ class CaseRun:
             warm = self._ask(command)
             times.append(float(warm.seconds[0]) / self.calls)
             self._ran([WARMUP], warm, keys)
+            grown = self.timed and self.calibrate(warm, last=warm_up == WARMUP_ROUNDS_MAX - 1)
+            if warm_up >= 1 and not grown:
+                break
         self.round_s = min(times) * self.calls  # at the calls every timed round makes
         if pretouch:
             self.heap = self._ask(p.Pretouch()).facts
         self.compile_s = float(self._ask(p.CompiledSeconds()).value)
         self.pinned = self.pool.worker_info()[0].pinned if self.pool.pool else {}
+
+    def calibrate(self, warm: p.RoundsRan, *, last: bool) -> bool:
+        """Whether another warm-up round is owed, at the calls it sets: the calls a round at
+        this one's cost a call would need (calibrated_calls) grow past the calls it ran, and
+        it is not the last allowed. The first round's first calls are slow (a 35 us step read
+        82 us a call there, and its rounds lasted 3 ms): a second at the calls it calibrates
+        reads the step's own cost, and calibrates again. The round's clock, not the work
+        after it: a state's host copies cost the same at any calls, and counting them would
+        shorten the rounds of a large model (a GPU's copies are tens of milliseconds)."""
+        calls = calibrated_calls(self.steps_per_call,
+                                 float(warm.seconds[0]) / self.calls * self.steps_per_call)
+        if calls <= self.calls or last:
+            return False
+        self.calls = calls
+        return True
 
     def expected_threads(self) -> int:
         """Threads each worker of this case's pool must have (FrameworkPool's rule)."""

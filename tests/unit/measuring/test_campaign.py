@@ -493,6 +493,23 @@ def test_a_timed_round_is_calibrated_to_last_long_enough_for_its_sync() -> None:
     assert pipeline.calibrated_calls(1, 1e-9) == pipeline.CALLS_FACTOR_MAX
 
 
+def test_warm_up_rounds_calibrate_again_until_the_calls_stop_growing() -> None:
+    """The first warm-up round is slow (its first calls): calibrated on it alone a 25 us
+    step's rounds lasted 3 ms. Each round at the calls the last calibrated calibrates again;
+    the calls never shrink, and the last allowed round calibrates nothing."""
+    run = SimpleNamespace(steps_per_call=4, calls=4)
+    calibrate = pipeline.CaseRun.calibrate
+    assert calibrate(run, SimpleNamespace(seconds=[4 * 80e-6]), last=False)  # 80 us a call
+    assert run.calls == 128  # 10 ms / 320 us: 32 times the shape's 4 calls
+    assert calibrate(run, SimpleNamespace(seconds=[128 * 25e-6]), last=False)
+    assert run.calls == 400
+    assert not calibrate(run, SimpleNamespace(seconds=[400 * 26e-6]), last=False)
+    assert not calibrate(run, SimpleNamespace(seconds=[400 * 40e-6]), last=False)
+    assert run.calls == 400  # a slower round does not shrink them
+    assert not calibrate(run, SimpleNamespace(seconds=[400 * 1e-6]), last=True)
+    assert run.calls == 400
+
+
 def test_a_bare_loop_after_a_turn_is_replayed_by_the_next_rounds_audit() -> None:
     """Training: the bare loop after a turn takes steps of its own (their batches the next
     steps' keys, which the worker counts); the round after it starts from the state they
