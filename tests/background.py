@@ -188,5 +188,14 @@ def start(items: Iterable[pytest.Item], folders: pytest.TempPathFactory, cache: 
 
 
 def result(name: str, folders: pytest.TempPathFactory) -> Done:
-    """Session ``name``'s outcome, started now if nothing started it."""
+    """Session ``name``'s outcome, started now if nothing started it. Read by the fixture
+    its declaration names: a test that reads it through another is not moved after the
+    others (tests/conftest.py) and waits for it early, holding every test after it (a
+    ``reuse`` fixture reading ``compile_reuse`` held the test line for 350 s)."""
+    # the fixture, or a function made inside it (co_qualname: "run.<locals>.lines_of")
+    reader = sys._getframe(1).f_code.co_qualname.split(".")[0]
+    if reader != FIXTURES[name]:
+        raise AssertionError(f"fixture {reader!r} reads background session {name!r}, declared "
+                             f"for fixture {FIXTURES[name]!r}: declare it with "
+                             f"@background.session({name!r}, fixture={reader!r})")
     return LANE.submit(name, folders).result()

@@ -96,7 +96,7 @@ FILES = {"suites/test_toy.py": "def test_case(mlbench_case, benchmark):\n"
          "suites/toy/spec.py": SPEC, "suites/toy/impl_numba.py": IMPL, "driver.py": DRIVER}
 
 
-@background.session("compile_reuse")
+@background.session("compile_reuse", fixture="reuse")
 def reuse_command(folder: Path) -> Command:
     for name, text in FILES.items():
         path = folder / name
