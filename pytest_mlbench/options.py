@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_mlbench.parallel import STRATEGIES, refusal
+from pytest_mlbench.parallel import HOSTS, STRATEGIES, refusal
 from pytest_mlbench.precision import POLICIES
 
 # the gate's marker, registered by plugin.py in every session (its text lives here, with the
@@ -69,6 +69,9 @@ class Settings:
     ab: str = ""  # "" or the revision (git ref, or python:<interpreter>) to compare against
     compile_cache: str = ""  # a folder kept across sessions, "cold", or "" (the default one)
     force_size: bool = False  # run a size on a device it is not made for (the gpu size on a CPU)
+    hosts: str = "local"  # external: parallel cases' workers are ones a launcher started
+    listen: str = "127.0.0.1:0"  # where a session with external hosts waits for them
+    wait_workers: int = 300  # seconds an external pool waits for its workers
 
 
 # -- parse functions: a string in, a value or OptionError out ---------------------------------
@@ -222,6 +225,21 @@ def parse_folder(value: str) -> str:
     return os.path.abspath(text)
 
 
+def parse_listen(value: str) -> str:
+    """``HOST:PORT`` (``:PORT`` or ``PORT``: loopback); port 0 picks a free one."""
+    text = value.strip()
+    host, _, port = text.rpartition(":")
+    if not port.isdigit() or not 0 <= int(port) < 65536 or any(c.isspace() for c in text):
+        raise OptionError(f"{value!r} is not HOST:PORT; give e.g. 127.0.0.1:29555 (loopback), "
+                          "0.0.0.0:29555 (every interface: other hosts' workers), or 0 for "
+                          "a free port")
+    return f"{host.strip('[]') or '127.0.0.1'}:{int(port)}"
+
+
+def parse_wait(value: str) -> int:
+    return _positive(value.strip(), "a number of seconds", 86400, "such as 300")
+
+
 def parse_compile_cache(value: str) -> str:
     """``cold``, or a folder (parse_folder)."""
     return "cold" if value.strip().lower() == "cold" else parse_folder(value)
@@ -291,6 +309,20 @@ def option_table(frameworks: tuple[str, ...] = FRAMEWORKS) -> tuple[Option, ...]
         # one by default: on a busy or small host, a framework's second compute thread shares a
         # core with the OS and the harness, and eager dispatch then slows by up to 30x (torch
         # eager, 2 cores); every framework gets the same count, so the comparison is fair
+        Option("hosts", "local",
+               "where parallel cases' workers come from: local (this session starts them) or "
+               "external (workers a cluster launcher starts on each host, `python -m "
+               "pytest_mlbench.worker`, connect to the session: it prints the torchrun and "
+               "srun commands and waits for them; docs/DISTRIBUTED.md)",
+               lambda v: parse_one(v, HOSTS)),
+        Option("listen", "127.0.0.1:0",
+               "with --mlbench-hosts=external: the address the session waits for its workers "
+               "on, HOST:PORT (loopback by default; 0.0.0.0:PORT for other hosts); workers prove "
+               "the session's token ($MLBENCH_TOKEN, else a fresh one in a 0600 file it names) "
+               "before a byte is read", parse_listen),
+        Option("wait-workers", "300",
+               "with --mlbench-hosts=external: seconds a parallel case's pool waits for its "
+               "workers to connect before its cases fail naming the missing ranks", parse_wait),
         Option("threads", "1",
                "compute threads of every framework in every case (torch, TF intra-op, XLA, "
                "BLAS, numba), set through each framework's controls and verified: a number, or "
@@ -328,6 +360,10 @@ def build_settings(raw: Mapping[str, Any], table: tuple[Option, ...]) -> Setting
                   nodes_named=raw.get("nodes") is not None)
     if why is not None:  # named counts or strategies that can make no case at all
         raise OptionError(why)
+    if values["hosts"] == "external" and max(values["workers"]) < 2:
+        raise OptionError("--mlbench-hosts=external: external workers run parallel cases, and "
+                          f"--mlbench-workers={','.join(map(str, values['workers']))} makes "
+                          "none; give a worker count above 1 (--mlbench-workers=2)")
     return Settings(**values)
 
 

@@ -24,6 +24,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# where a parallel case's workers come from: this session's own children, or workers a
+# cluster launcher started that connect to it (--mlbench-hosts, engine/remote.py)
+HOSTS = ("local", "external")
 STRATEGIES: dict[str, str] = {
     "dp": "data parallel (parameters replicated)",
     "fsdp": "fully sharded data parallel (parameters, gradients, optimizer state sharded)",

@@ -198,7 +198,8 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
             f"workers={','.join(map(str, s.workers))} "
             f"strategies={','.join(s.strategies)} nodes={','.join(map(str, s.nodes))} "
             f"threads={s.threads} "
-            f"processes={s.processes} affinity={s.affinity}{kept}"] + (
+            f"processes={s.processes} affinity={s.affinity}{kept}"
+            + (f" hosts=external listen={s.listen}" if s.hosts == "external" else "")] + (
         [estimate] if estimate else [])
 
 

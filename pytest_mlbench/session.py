@@ -125,7 +125,9 @@ class RunState:
                     seed=self.settings.seed, size=self.settings.size,
                     max_time=float(opt("benchmark_max_time", 1.0) or 1.0),
                     min_rounds=int(opt("benchmark_min_rounds", 5) or 5),
-                    compile_cache=self.compile_cache())
+                    compile_cache=self.compile_cache(), hosts=self.settings.hosts,
+                    listen=self.settings.listen,
+                    external_wait_s=float(self.settings.wait_workers))
 
     def compile_cache(self) -> str:
         """The compile cache's folder (--mlbench-compile-cache, else the default), or cold."""

@@ -81,6 +81,8 @@ class FrameworkPool:
     # a remote.Listener: the ranks are workers a launcher started that connect to it
     # (engine/remote.py); None, the default: this host's own children
     external: Any = None
+    external_wait_s: float = 300.0  # how long the session waits for them
+    announce: Any = None  # where the launch commands are said (default: the log)
     pool: Pool | None = None
     info: list[p.WorkerInfo] = field(default_factory=list)  # each rank's, as the pool started
     ended: str = ""  # why the workers ended, when a command found them dead or hung
@@ -123,13 +125,28 @@ class FrameworkPool:
         failed = lambda reply: isinstance(reply, p.Skipped | p.Failed | p.Raised)  # noqa: E731
         if self.external is not None:  # workers a launcher started (engine/remote.py)
             from pytest_mlbench.engine.remote import ExternalPool
-            self.pool = ExternalPool(spec, self.external, nodes=self.key.nodes,
+            extra = {"announce": self.announce} if self.announce else {}
+            self.pool = ExternalPool(spec, self.external, nodes=self.key.nodes, name=self.name,
+                                     wait_s=self.external_wait_s,
                                      start_timeout=START_TIMEOUT_S, timeout=CALL_TIMEOUT_S,
-                                     failed=failed)
+                                     failed=failed, **extra)
         else:
             self.pool = Pool(spec, start_timeout=START_TIMEOUT_S, timeout=CALL_TIMEOUT_S,
                              failed=failed)
         self.pool.spawn()
+
+    @property
+    def name(self) -> str:
+        """``torch-w2-n2`` (``-<side>`` in an A/B session): what an external worker's
+        ``--pool`` names."""
+        key = self.key
+        return (f"{key.framework}-w{key.workers}" + (f"-n{key.nodes}" if key.nodes > 1 else "")
+                + (f"-{key.side}" if key.side else ""))
+
+    @property
+    def world(self) -> int:
+        """The processes this pool starts (one a rank, or one a node owning its devices)."""
+        return self._layout((self.launch or Launch.now()).environ)[0]
 
     def started(self) -> None:
         self.live().started()
@@ -233,12 +250,29 @@ class Pools:
     kept: str = ""  # the compile cache kept across sessions ("": the session's own folder)
     xla: dict[str, str] = field(default_factory=dict)  # framework -> its XLA cache, this pass
     gpu: bool = False  # every case runs on a GPU (FrameworkPool.gpu)
+    # a remote.Listener: every parallel case's workers are ones a launcher started
+    # (--mlbench-hosts=external); None: this host's own children
+    external: Any = None
+    external_wait_s: float = 300.0
+    announce: Any = None  # where an external pool's launch commands are said
     live: dict[PoolKey, FrameworkPool] = field(default_factory=dict)
 
     def new(self, key: PoolKey, side: Side, compiler: str) -> FrameworkPool:
+        external = self.external if key.workers > 1 else None
         return FrameworkPool(key, self.registry[key.framework], self.threads, self.affinity,
                              self.caches, kept=self.kept, xla=self.xla.get(key.framework, ""),
-                             side=side, compiler=compiler, launch=self.launch, gpu=self.gpu)
+                             side=side, compiler=compiler, launch=self.launch, gpu=self.gpu,
+                             external=external, external_wait_s=self.external_wait_s,
+                             announce=self.announce)
+
+    def expect(self, pools: Sequence[FrameworkPool]) -> None:
+        """The external pools about to start, told to the listener first: a worker of one
+        that connects while another waits keeps its place (remote.Listener's lobby)."""
+        if self.external is None:
+            return
+        for pool in pools:
+            if pool.key.workers > 1:
+                self.external.expected[pool.name] = pool.world
 
     def get(self, key: PoolKey) -> FrameworkPool | None:
         return self.live.get(key)
@@ -254,6 +288,7 @@ class Pools:
         pool = self.live.get(key)
         if pool is None or pool.pool is None:
             pool = self.new(key, side, compiler)
+            self.expect([pool])
             with spend("start"):
                 pool.start()
             self.live[key] = pool
@@ -270,6 +305,7 @@ class Pools:
                  if key not in self.live or self.live[key].pool is None]
         if len(fresh) < 2:
             return {}
+        self.expect(fresh)
         began, ready = time.perf_counter(), {}
         spawned = []
         for pool in fresh:
@@ -308,6 +344,8 @@ class Pools:
         for key, pool in list(self.live.items()):
             pool.close(kill=True)
             del self.live[key]
+        if self.external is not None:
+            self.external.forget()
 
 
 def implementation_frames(text: str) -> str:

@@ -38,6 +38,7 @@ import secrets
 import socket
 import stat
 import struct
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -185,16 +186,30 @@ class Joined:
     addr: str  # an address of its host its peers can reach (the rendezvous, for rank 0)
     port: int  # a port free on that host when it joined
     peer: str  # where the connection came from
+    pool: str = ""  # the pool it was started for (``--pool``); "": any of its world
+
+    def fits(self, pool: str, world: int) -> bool:
+        return self.world == world and self.pool in ("", pool)
 
 
 class Listener:
-    """The session's listening socket and its token; ``accept`` waits for one pool's ranks."""
+    """The session's listening socket and its token; ``accept`` waits for one pool's ranks.
+
+    Several pools may wait at once (a pass starts every framework's), each for workers of its
+    own launcher: a worker names its pool (``--pool``, in its hello) or joins the first that
+    waits for its world. An authenticated worker of another pool the session will run
+    (``expected``) waits in the lobby until that pool asks; one that fits no pool is told
+    why and refused."""
 
     def __init__(self, token: bytes, address: tuple[str, int] = ("127.0.0.1", 0), *,
                  handshake_s: float = HANDSHAKE_S, token_file: str = "") -> None:
         self.token, self.handshake_s, self.token_file = token, handshake_s, token_file
         self.refusals: list[str] = []
         self._seen: set[bytes] = set()  # worker nonces of accepted handshakes (replays)
+        self.expected: dict[str, int] = {}  # pool name -> its world: the pools still to come
+        self.lobby: list[Joined] = []  # authenticated workers of a pool that does not wait yet
+        self.say: Callable[[str], None] = log.warning  # where a refusal's line goes
+        self._lock = threading.Lock()  # one pool accepts at a time; the others' wait in lobby
         family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -202,9 +217,14 @@ class Listener:
         self.sock.listen(64)
 
     @classmethod
-    def for_session(cls, address: tuple[str, int] = ("127.0.0.1", 0)) -> Listener:
-        """A listener with a fresh token, written 0600 into the session's temporary folder
-        (removed with it as the session ends)."""
+    def for_session(cls, address: tuple[str, int] = ("127.0.0.1", 0),
+                    environ: Mapping[str, str] = os.environ) -> Listener:
+        """A listener with the token the launcher shares (MLBENCH_TOKEN, as a cluster job
+        script exports it to the session and the workers alike), else a fresh one written
+        0600 into the session's temporary folder (removed with it as the session ends)."""
+        shared = environ.get(TOKEN_VAR, "").strip()
+        if shared:
+            return cls(shared.encode(), address)
         token = new_token()
         path = write_token(os.path.join(leftovers.session_tmp(), "worker-token"), token)
         return cls(token.encode(), address, token_file=path)
@@ -215,18 +235,40 @@ class Listener:
         return str(host), int(port)
 
     def close(self) -> None:
+        self.forget()
         self.sock.close()
+
+    def forget(self) -> None:
+        """No pool is to come (a pass ended): the lobby's workers are let go (they connect
+        again for the next pool)."""
+        self.expected = {}
+        for j in self.lobby:
+            j.sock.close()
+        self.lobby = []
 
     def refuse(self, peer: str, why: str) -> None:
         line = f"mlbench: refused a worker connection from {peer}: {why}"
         self.refusals.append(line)
-        log.warning(line)
+        self.say(line)
 
-    def accept(self, world: int, timeout: float) -> list[Joined]:
-        """Ranks 0..world-1, each authenticated, in rank order; WorkerTimeout naming the
-        ranks that did not come within ``timeout`` (those that did are closed)."""
-        joined: dict[int, Joined] = {}
+    def accept(self, world: int, timeout: float, pool: str = "") -> list[Joined]:
+        """Ranks 0..world-1 of ``pool``, each authenticated, in rank order; WorkerTimeout
+        naming the ranks that did not come within ``timeout`` (those that did are closed)."""
         deadline = time.monotonic() + timeout
+        if not self._lock.acquire(timeout=timeout):
+            raise WorkerTimeout(f"external workers of {pool or 'a pool'}: another pool waited "
+                                f"for its own for all of {timeout:.0f} s")
+        try:
+            return self._accept(world, deadline, timeout, pool)
+        finally:
+            self._lock.release()
+
+    def _accept(self, world: int, deadline: float, timeout: float, pool: str) -> list[Joined]:
+        joined: dict[int, Joined] = {}
+        for j in list(self.lobby):  # those that came while another pool waited
+            if j.fits(pool, world) and j.rank not in joined:
+                self.lobby.remove(j)
+                joined[j.rank] = j
         while len(joined) < world:
             left = deadline - time.monotonic()
             self.sock.settimeout(max(left, 0.001))
@@ -238,23 +280,28 @@ class Listener:
                 for j in joined.values():
                     j.sock.close()
                 missing = [r for r in range(world) if r not in joined]
-                raise WorkerTimeout(f"external worker rank(s) {missing} of {world} did not "
-                                    f"connect to {self._where()} within {timeout:.0f} s "
+                named = f" (pool {pool})" if pool else ""
+                raise WorkerTimeout(f"external worker rank(s) {missing} of {world}{named} did "
+                                    f"not connect to {self._where()} within {timeout:.0f} s "
                                     f"(joined: {sorted(joined) or 'none'})") from None
             peer = f"{peer_address[0]}:{peer_address[1]}"
-            found = self._handshake(sock, peer, world, joined)
-            if found is not None:
+            found = self._handshake(sock, peer, pool, world, joined)
+            if found is None:
+                continue
+            if found.fits(pool, world) and found.rank not in joined:
                 joined[found.rank] = found
+            else:
+                self.lobby.append(found)
         return [joined[r] for r in range(world)]
 
     def _where(self) -> str:
         host, port = self.address
         return f"{host}:{port}"
 
-    def _handshake(self, sock: socket.socket, peer: str, world: int,
+    def _handshake(self, sock: socket.socket, peer: str, pool: str, world: int,
                    joined: Mapping[int, Joined]) -> Joined | None:
         try:
-            found = self._authenticate(sock, peer, world, joined)
+            found = self._authenticate(sock, peer, pool, world, joined)
         except (Refused, OSError) as exc:
             self.refuse(peer, str(exc) or type(exc).__name__)
             sock.close()
@@ -263,7 +310,7 @@ class Listener:
         keepalive(sock)
         return found
 
-    def _authenticate(self, sock: socket.socket, peer: str, world: int,
+    def _authenticate(self, sock: socket.socket, peer: str, pool: str, world: int,
                       joined: Mapping[int, Joined]) -> Joined:
         deadline = time.monotonic() + self.handshake_s
         ns = secrets.token_bytes(NONCE)
@@ -286,44 +333,67 @@ class Listener:
             raise Refused("its proof does not match this session's token (a wrong token, "
                           "another session's worker, or a replayed handshake)")
         self._seen.add(nw)
-        hello = self._hello(sock, body, world, joined)
+        hello = self._hello(sock, body, pool, world, joined)
         sock.sendall(b"ok" + _mac(self.token, b"session", nw, ns, body))
-        return Joined(sock, int(hello["rank"]), world, str(hello.get("host", "?")),
+        return Joined(sock, int(hello["rank"]), int(hello["world"]), str(hello.get("host", "?")),
                       int(hello.get("pid", 0)), str(hello.get("addr", "")),
-                      int(hello.get("port", 0)), peer)
+                      int(hello.get("port", 0)), peer, str(hello.get("pool") or ""))
 
-    @staticmethod
-    def _hello(sock: socket.socket, body: bytes, world: int,
+    def _hello(self, sock: socket.socket, body: bytes, pool: str, world: int,
                joined: Mapping[int, Joined]) -> dict[str, Any]:
         """An authenticated worker's hello (JSON, never a pickle), checked against the pool
-        that waits; a mismatch is told to the worker as well as logged."""
+        that waits and the pools to come; a mismatch is told to the worker as well as
+        logged."""
         try:
             hello = json.loads(body)
-            rank, theirs = int(hello["rank"]), int(hello["world"])
-        except (ValueError, KeyError, TypeError):
+            rank, theirs, named = int(hello["rank"]), int(hello["world"]), hello.get("pool") or ""
+        except (ValueError, KeyError, TypeError, AttributeError):
             raise Refused("authenticated, but its hello is not rank and world in JSON") from None
-        why = ""
-        if theirs != world:
-            why = f"it is a rank of {theirs} workers, the waiting pool has {world}"
-        elif not 0 <= rank < world:
-            why = f"rank {rank} is outside 0..{world - 1}"
-        elif rank in joined:
-            why = f"rank {rank} already joined (from {joined[rank].peer}, pid {joined[rank].pid})"
+        why = self._misfit(str(named), rank, theirs, pool, world, joined)
         if why:
             sock.sendall(b"no" + why.encode()[:290])
             raise Refused(f"authenticated, but {why}")
-        return hello
+        return dict(hello)
+
+    def _misfit(self, named: str, rank: int, theirs: int, pool: str, world: int,
+                joined: Mapping[int, Joined]) -> str:
+        """Why a worker of pool ``named`` ("": any), rank ``rank`` of ``theirs``, fits
+        neither the pool that waits (``pool``, ``world`` ranks) nor a pool to come; "" when
+        it fits one with its rank still free."""
+        others = {n: w for n, w in self.expected.items() if n != pool}
+        if named and named != pool and named not in others:
+            runs = {**others, **({pool: world} if pool else {})}
+            listed = ", ".join(f"{n} ({w} workers)" for n, w in sorted(runs.items()))
+            return f"this session runs no pool {named} (its external pools: {listed or 'none'})"
+        here = theirs == world and named in ("", pool)
+        later = sum(1 for n, w in others.items() if w == theirs and named in ("", n))
+        if not here and not later:
+            which = f"{named} has {others.get(named, world)}" if named else (
+                f"the waiting pool has {world}")
+            return f"it is a rank of {theirs} workers, {which}"
+        if not 0 <= rank < theirs:
+            return f"rank {rank} is outside 0..{theirs - 1}"
+        # a rank that came already: refused unless another pool of its world may take it
+        held = [j for j in self.lobby if j.rank == rank and j.world == theirs and j.pool == named]
+        if here and rank in joined:
+            held.append(joined[rank])
+        if len(held) >= here + later:
+            return f"rank {rank} already joined (from {held[0].peer}, pid {held[0].pid})"
+        return ""
 
 
 # -- a pool of connected workers -------------------------------------------------------------
 
 def launch_commands(address: tuple[str, int], token_file: str, world: int,
-                    nodes: int = 1) -> list[str]:
+                    nodes: int = 1, pool: str = "") -> list[str]:
     """What to run for a pool of ``world`` ranks on ``nodes`` hosts: torchrun's form (once on
-    every host, NODE_RANK its index) and SLURM's (once)."""
+    every host, NODE_RANK its index) and SLURM's (once). Without a token file the workers
+    read the token from MLBENCH_TOKEN; a listener on every interface is reached by this
+    host's name."""
     per = max(world // max(nodes, 1), 1)
-    worker = (f"-m pytest_mlbench.worker --connect {address[0]}:{address[1]} "
-              f"--token-file {token_file}")
+    host = socket.gethostname() if address[0] in ("0.0.0.0", "::", "") else address[0]
+    worker = f"-m pytest_mlbench.worker --connect {host}:{address[1]}" + (
+        f" --token-file {token_file}" if token_file else "") + (f" --pool {pool}" if pool else "")
     return [f"torchrun --nnodes={nodes} --nproc-per-node={per} --node-rank=$NODE_RANK "
             f"--master-addr=$HOST0 --master-port=29400 --no-python python {worker}",
             f"srun --nodes={nodes} --ntasks={world} --ntasks-per-node={per} python {worker}"]
@@ -343,19 +413,20 @@ class ExternalPool(Pool):
     ``listener``; every command, reply and check is the parent's own (launcher.Pool)."""
 
     def __init__(self, spec: WorkerSpec, listener: Listener, *, wait_s: float = 120.0,
-                 nodes: int = 1, announce: Callable[[str], None] = log.warning,
-                 **kwargs: Any) -> None:
+                 nodes: int = 1, name: str = "",
+                 announce: Callable[[str], None] = log.warning, **kwargs: Any) -> None:
         super().__init__(spec, **kwargs)
         self.listener, self.wait_s, self.nodes, self.announce = listener, wait_s, nodes, announce
+        self.name = name
         self.hosts: list[str] = []
 
     def spawn(self) -> None:
         commands = launch_commands(self.listener.address, self.listener.token_file,
-                                   self.spec.world, self.nodes)
+                                   self.spec.world, self.nodes, self.name)
         self.announce(f"mlbench: waiting {self.wait_s:.0f} s for {self.spec.world} external "
-                      f"worker(s) of {self.spec.target}; run on each host: {commands[0]}  "
-                      f"(or under SLURM: {commands[1]})")
-        joined = self.listener.accept(self.spec.world, self.wait_s)
+                      f"worker(s) of {self.name or self.spec.target} on {self.nodes} host(s); "
+                      f"run on each host: {commands[0]}  (or under SLURM: {commands[1]})")
+        joined = self.listener.accept(self.spec.world, self.wait_s, self.name)
         spec = self._rendezvous(joined)
         try:
             for j in joined:
@@ -389,7 +460,10 @@ class ExternalPool(Pool):
         self._conns.append(conn)
         self._procs.append(RemoteProcess(j.rank, j.pid, j.host))  # type: ignore[arg-type]
         self.hosts.append(j.host)
-        conn.send_bytes(json.dumps({"env": dict(spec.env),
+        # how many cores the rank's process gets (as the session's own layout gives each
+        # process here): its agent picks them from its own host's (cores are a host's own)
+        share = len(spec.cores[j.rank]) if j.rank < len(spec.cores) else 0
+        conn.send_bytes(json.dumps({"env": dict(spec.env), "cores": share,
                                     "session_tmp": leftovers.session_tmp()}).encode())
         if not wait([conn], AGENT_REPLY_S):
             raise WorkerTimeout(f"external worker {j.rank} (pid {j.pid} on {j.host}) did not "

@@ -94,7 +94,7 @@ class Agent:
         addr = self.args.advertise or sock.getsockname()[0]
         return {"rank": self.rank, "world": self.world, "local_rank": self.local,
                 "host": socket.gethostname(), "pid": os.getpid(), "addr": addr,
-                "port": free_port(addr), "launcher": self.launcher}
+                "port": free_port(addr), "launcher": self.launcher, "pool": self.args.pool}
 
     def run(self) -> int:
         served, code = 0, 0
@@ -124,7 +124,8 @@ class Agent:
         """One pool: the session's environment for the process, the process started on the
         connection, watched until it ends or the connection drops."""
         conn = Connection(sock.detach())
-        if not wait([conn], remote.AGENT_REPLY_S):
+        # accepted, it may wait in the session's lobby while another pool starts first
+        if not wait([conn], self.args.wait):
             self.say("the session sent nothing after the handshake")
             conn.close()
             return 1
@@ -154,9 +155,22 @@ class Agent:
         # torchrun's ranks would look for its agent's store at MASTER_PORT: each pool's process
         # group meets at the rendezvous the session names instead (remote.ExternalPool)
         env.pop("TORCHELASTIC_USE_AGENT_STORE", None)
+        cores = self.cores(int(str(told.get("cores") or 0)))
         return subprocess.Popen([sys.executable, "-m", "pytest_mlbench.engine.child", str(fd),
-                                 str(self.rank)], env=env, pass_fds=(fd,),
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+                                 str(self.rank), *([",".join(map(str, cores))] if cores else [])],
+                                env=env, pass_fds=(fd,), stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+
+    def cores(self, share: int) -> list[int]:
+        """The ``share`` cores of this host its process may run on (the session says how
+        many, as its own layout gives each process): this rank's local slice of the cores
+        this agent may use, so that the host's ranks do not share them (a framework sizes
+        its thread pool from them: XLA's CPU pool did from all of them). None: any."""
+        mine = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        if not share or not mine:
+            return []
+        start = (self.local * share) % len(mine)
+        return [mine[(start + i) % len(mine)] for i in range(min(share, len(mine)))]
 
     def watch(self, child: subprocess.Popen[bytes], conn: Connection) -> int:
         poller = select.poll()
@@ -189,15 +203,18 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--rank", type=int, help="this rank (default: the launcher's environment)")
     p.add_argument("--world", type=int, help="ranks in all (default: the launcher's)")
     p.add_argument("--local-rank", type=int, help="rank on this host (default: the launcher's)")
+    p.add_argument("--pool", default="",
+                   help="the session's pool this worker was started for, as its launch command "
+                   "names it (torch-w2-n2); default: the first that waits for its world")
     p.add_argument("--advertise", default="",
                    help="this host's address its peers reach (default: the one that reaches "
                    "the session)")
     p.add_argument("--wait", type=float, default=600.0,
                    help="seconds to wait for the session to reach, at first, and for a pool "
                    "to ask for this worker (default 600)")
-    p.add_argument("--linger", type=float, default=30.0,
+    p.add_argument("--linger", type=float, default=5.0,
                    help="after a pool, seconds to keep trying while nothing listens (the "
-                   "session ended) before leaving (default 30)")
+                   "session ended: refused) before leaving (default 5)")
     p.add_argument("--once", action="store_true", help="serve one pool, then leave")
     return p
 

@@ -116,6 +116,7 @@ class Campaign:
         try:
             self.cache.open(self.lanes)
             self.pools.kept = self.cache.kept()
+            self._listen()
             self.pools.gpu = bool(self.states) and all(
                 s.cid.device == "gpu" for s in self.states.values())
             # the parent's own NumPy (references, audits) on one BLAS thread for the whole
@@ -133,11 +134,25 @@ class Campaign:
             self.cache.close(self.states.values())
         finally:
             self.pools.close()
+            if self.pools.external is not None:
+                self.pools.external.close()
             self.oracle.close()
             self.untimed.close()  # after the workers its threads may have started
             shutil.rmtree(self.pools.caches, ignore_errors=True)
         return {key: outcome_of(state, self.plan, self.peaks)
                 for key, state in self.states.items()}
+
+    def _listen(self) -> None:
+        """--mlbench-hosts=external: the listener every parallel case's pool waits on for the
+        workers a launcher starts (engine/remote.py), its launch commands said as progress."""
+        if self.plan.hosts != "external":
+            return
+        from pytest_mlbench.engine import remote
+
+        listener = remote.Listener.for_session(remote.parse_address(self.plan.listen))
+        listener.say = self.progress.write
+        self.pools.external, self.pools.announce = listener, self.progress.write
+        self.pools.external_wait_s = self.plan.external_wait_s
 
     def _pass(self, p: int) -> None:
         """One pass: per group an untimed phase (the previous group's finish, this group's

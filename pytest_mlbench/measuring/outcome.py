@@ -113,7 +113,7 @@ def record_of(state: CaseState, plan: Plan, peaks: dict[str, float]) -> Record:
         task=cid.task.label, kind=cid.task.kind, framework=cid.framework,
         variant=cid.variant, device=cid.device, precision=cid.precision,
         dtype=POLICIES[cid.precision].dtype, workers=cid.workers, strategy=cid.strategy,
-        nodes=cid.nodes,
+        nodes=cid.nodes, hosts=plan.hosts if cid.workers > 1 else "local",
         threads=plan.threads, data_sha256=state.digest, head=cid.head)
     measure = None
     if state.timed:

@@ -30,6 +30,9 @@ class Plan:
     max_time: float  # seconds of timed rounds per case, over all passes
     min_rounds: int  # recorded rounds per case, over all passes
     compile_cache: str = "cold"  # the compile cache kept across sessions, or "cold"
+    hosts: str = "local"  # "external": parallel cases' workers are ones a launcher started
+    listen: str = "127.0.0.1:0"  # where the session waits for them (HOST:PORT)
+    external_wait_s: float = 300.0  # how long a pool waits for its external workers
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from pytest_mlbench import stats
-from pytest_mlbench.parallel import STRATEGIES, Layout
+from pytest_mlbench.parallel import HOSTS, STRATEGIES, Layout
 
 SCHEMA = 2
 KINDS = ("train", "infer", "transform")
@@ -47,19 +47,23 @@ class Identity:
     head: str = ""  # the id's leading part: workload[-shape][-task]
     strategy: str = ""  # parallel.STRATEGIES; "" single device (records before it: dp)
     nodes: int = 1  # the groups of processes the workers were launched as
+    hosts: str = "local"  # "external": its workers were ones a launcher started (engine/remote)
 
     @property
     def key(self) -> tuple[Any, ...]:
         """The facts that must match for two measurements to be comparable."""
         return (self.workload, self.task, self.shape, tuple(sorted(self.dims.items())),
                 self.framework, self.variant, self.device, self.precision, self.dtype,
-                self.workers, self.strategy, self.nodes, self.threads, self.data_sha256)
+                self.workers, self.strategy, self.nodes, self.threads, self.data_sha256,
+                self.hosts)
 
     @property
     def impl(self) -> str:
-        """``jax-jit``; ``torch-eager-fsdp-w2`` for a parallel case."""
+        """``jax-jit``; ``torch-eager-fsdp-w2`` for a parallel case, ``...-external`` when
+        its workers were started by a launcher."""
         label = Layout(self.strategy, self.workers, self.nodes).label
-        return f"{self.framework}-{self.variant}" + (f"-{label}" if label else "")
+        return (f"{self.framework}-{self.variant}" + (f"-{label}" if label else "")
+                + ("-external" if self.hosts == "external" else ""))
 
     @property
     def group(self) -> str:
@@ -72,7 +76,8 @@ class Identity:
     def differences(self, other: Identity) -> list[str]:
         """``field: self -> other`` for every identity fact that differs."""
         names = ("workload", "task", "shape", "dims", "framework", "variant", "device",
-                 "precision", "dtype", "workers", "strategy", "nodes", "threads", "data_sha256")
+                 "precision", "dtype", "workers", "strategy", "nodes", "threads", "data_sha256",
+                 "hosts")
         return [f"{n}: {getattr(self, n)!r} -> {getattr(other, n)!r}" for n in names
                 if _norm(getattr(self, n)) != _norm(getattr(other, n))]
 
@@ -82,7 +87,7 @@ class Identity:
                 "variant": self.variant, "device": self.device, "precision": self.precision,
                 "dtype": self.dtype, "workers": self.workers, "strategy": self.strategy,
                 "nodes": self.nodes, "threads": self.threads, "data_sha256": self.data_sha256,
-                "head": self.head}
+                "head": self.head, **({"hosts": self.hosts} if self.hosts != "local" else {})}
 
 
 def _norm(value: Any) -> Any:
@@ -287,9 +292,16 @@ def _identity(data: Mapping[str, Any]) -> Identity:
         framework=_text(data, "framework"), variant=_text(data, "variant"),
         device=_text(data, "device"), precision=_text(data, "precision"),
         dtype=_text(data, "dtype"), workers=workers, strategy=strategy,
-        nodes=int(_count(data, "nodes", 1) or 1),
+        nodes=int(_count(data, "nodes", 1) or 1), hosts=_hosts(data),
         threads=_count(data, "threads", None, optional=True),
         data_sha256=_text(data, "data_sha256", ""), head=_text(data, "head", ""))
+
+
+def _hosts(data: Mapping[str, Any]) -> str:
+    hosts = _text(data, "hosts", "local")
+    if hosts not in HOSTS:
+        raise RecordError(f"'hosts' {hosts!r}: expected one of {', '.join(HOSTS)}")
+    return hosts
 
 
 def _rounds(value: Any, what: str) -> tuple[float, ...]:

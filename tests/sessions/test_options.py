@@ -47,6 +47,9 @@ def test_help_shows_the_group_with_defaults(pytester: pytest.Pytester) -> None:
         ("processes", "0", "'0' is not a process count"),
         ("affinity", "loose", "unknown value 'loose'; choose from: "),
         ("compile-cache", "tox.ini", "'tox.ini' is a file, not a folder"),
+        ("hosts", "cluster", "unknown value 'cluster'; choose from: local, external"),
+        ("listen", "myhost", "'myhost' is not HOST:PORT; give e.g. 127.0.0.1:29555"),
+        ("wait-workers", "0", "'0' is not a number of seconds"),
     ],
 )
 def test_bad_value_is_a_one_line_usage_error(pytester: pytest.Pytester, option: str, value: str,

@@ -6,10 +6,13 @@
   a 2-core host share cores: about 35 s;
 - timed: the mlp's dp and fsdp at two workers, one process: the record keeps what each worker
   holds and the share of a step in collectives, and the scaling table is printed: about 10 s;
-- two nodes: the honest seed MLP's dp, fsdp and tp cases launched as two groups of processes
-  (torch's env:// rendezvous from torchrun's environment, jax.distributed with a process a
-  node), and a case whose rank 1 is killed mid-run, which fails naming the rank and leaves no
-  process behind: about 12 s."""
+- two nodes: the honest seed MLP's dp case launched as two groups of processes (torch's
+  env:// rendezvous from torchrun's environment, jax.distributed with a process a node), and a
+  case whose rank 1 is killed mid-run, which fails naming the rank and leaves no process
+  behind: about 10 s;
+- two "hosts" (tools/two_hosts.sh, issue 48): the same MLP's fsdp and tp and the killed rank
+  on workers that launchers started apart from the session (torchrun, the command-line
+  worker), timed, with strangers refused at the port: about 30 s."""
 
 from __future__ import annotations
 
@@ -17,6 +20,9 @@ import dataclasses
 import importlib.util
 import itertools
 import os
+import re
+import socket
+import sys
 from pathlib import Path
 
 import psutil
@@ -71,7 +77,7 @@ def two_nodes_command(folder: Path) -> Command:
     """The cheat folder's honest parallel MLP and the killed rank, at two workers on two
     nodes; every process it starts carries an owner mark in its environment."""
     made = command(folder, "--benchmark-disable", "--mlbench-workers=2", "--mlbench-nodes=2",
-                   "--mlbench-frameworks=jax,torch", "-k", "dphonest or nodekill")
+                   "--mlbench-frameworks=jax,torch", "-k", "(dphonest and -dp-w2) or nodekill")
     return dataclasses.replace(made, env={**made.env, OWNER: f"two-nodes-{os.getpid()}"})
 
 
@@ -96,8 +102,7 @@ def marked(owner: str) -> set[int]:
 def test_two_nodes_pass_every_check_through_the_frameworks_own_launch(
         two_nodes: background.Done) -> None:
     results = parse(two_nodes.folder / "report.xml")
-    honest = {f"dphonest-{impl}-{strategy}-w2-n2-cpu-fp32"
-              for impl in ("jax-jit", "torch-eager") for strategy in ("dp", "fsdp", "tp")}
+    honest = {f"dphonest-{impl}-dp-w2-n2-cpu-fp32" for impl in ("jax-jit", "torch-eager")}
     assert honest <= set(results), two_nodes.output[-3000:]
     bad = {k: results[k].message[:300] for k in honest if results[k].status != "passed"}
     assert not bad, bad
@@ -150,3 +155,68 @@ def test_a_timed_parallel_run_records_what_each_worker_holds_and_its_collectives
     table = timed_parallel.output.split("parallel strategies, scaling")[1]
     assert all(f"{impl}" in table for impl in ("jax-jit", "torch-eager"))
     assert table.count(" dp-w2 ") == 2 and table.count(" fsdp-w2 ") == 2, table
+
+
+# -- two "hosts" whose launchers the session did not start (issue 48) ------------------------------
+
+@background.session("two_hosts")
+def two_hosts_command(folder: Path) -> Command:
+    """tools/two_hosts.sh as docs/DISTRIBUTED.md runs it, over the cheat folder's honest MLP's
+    fsdp and tp and the killed rank: the session waits on a loopback port for external
+    workers, each "host" launched apart from it (torchrun for torch, the command-line worker
+    for JAX), and three strangers knock first (tests/sessions/strangers.py). Timed, one
+    process and a few rounds: the table's rows. Every process carries an owner mark."""
+    with socket.socket() as sock:  # a free port, and the next one for torchrun's own store
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    made = command(folder, "--mlbench-processes=1", "--benchmark-max-time=0.02",
+                   "--benchmark-min-rounds=3", "-k", "(dphonest and (fsdp or tp-)) or nodekill")
+    script = (f'"{sys.executable}" {ROOT / "tests/sessions/strangers.py"} {port} & '
+              f'exec bash {ROOT / "tools/two_hosts.sh"} "$@"')
+    return dataclasses.replace(made, program=("bash", "-c", script, "two_hosts"), env={
+        **made.env, OWNER: f"two-hosts-{os.getpid()}", "MLBENCH_PORT": str(port),
+        "PYTHON": sys.executable, "PYTHONPATH": str(ROOT)})
+
+
+@pytest.fixture
+def two_hosts(tmp_path_factory: pytest.TempPathFactory) -> background.Done:
+    return background.result("two_hosts", tmp_path_factory)
+
+
+@needs_frameworks
+def test_workers_a_launcher_started_on_two_hosts_pass_every_check_and_strangers_are_refused(
+        two_hosts: background.Done) -> None:
+    """fsdp and tp in torch and JAX pass every check with ranks the session never started;
+    the table's rows say external; the three strangers are each refused in one line and the
+    right workers still join."""
+    results = parse(two_hosts.folder / "report.xml")
+    honest = {f"dphonest-{impl}-{strategy}-w2-n2-cpu-fp32"
+              for impl in ("jax-jit", "torch-eager") for strategy in ("fsdp", "tp")}
+    assert honest <= set(results), two_hosts.output[-3000:]
+    bad = {k: results[k].message[:300] for k in honest if results[k].status != "passed"}
+    assert not bad, bad
+    out = two_hosts.output
+    for impl in ("jax-jit", "torch-eager"):
+        for strategy in ("fsdp", "tp"):
+            assert f" {impl}-{strategy}-w2-n2-external " in out, out[-3000:]
+    assert "run on each host: torchrun --nnodes=2 --nproc-per-node=1" in out, out[-3000:]
+    refused = [line for line in out.splitlines()
+               if line.startswith("mlbench: refused a worker connection from 127.0.0.1:")]
+    reasons = ("proved no token", "its proof does not match this session's token",
+               "sent b'GET / HTTP/1.1\\r\\n'..., which is not the pytest-mlbench handshake")
+    for reason in reasons:
+        assert sum(reason in line for line in refused) == 1, (reason, refused)
+
+
+@needs_frameworks
+@pytest.mark.parametrize("impl", ["jax-jit", "torch-eager"])
+def test_a_killed_external_rank_fails_its_case_naming_it_and_leaves_no_process(
+        two_hosts: background.Done, impl: str) -> None:
+    """Rank 1's process killed mid-collective, on a host the session did not start: the case
+    fails in one line naming the rank, its pid and host; the agents kill what is left, the
+    next case's pool starts clean, and no process of the run is left on this machine."""
+    result = parse(two_hosts.folder / "report.xml")[f"nodekill-{impl}-dp-w2-n2-cpu-fp32"]
+    assert result.status == "failed", result
+    assert re.search(rf"external worker 1 \(pid \d+ on {re.escape(socket.gethostname())}\) "
+                     r"closed its connection without answering", result.message), result.message
+    assert marked(f"two-hosts-{os.getpid()}") == set()

@@ -82,6 +82,16 @@ def test_collection_makes_a_case_per_strategy_worker_count_and_training_task() -
     assert {c.impl for c in enumerate_cases((declared,), only, {})} == {"torch-eager-fsdp-w2"}
 
 
+def test_external_hosts_need_a_parallel_case_and_say_where_they_listen() -> None:
+    with pytest.raises(OptionError, match=r"^--mlbench-hosts=external: external workers run "
+                       r"parallel cases, and --mlbench-workers=1 makes none; give a worker "
+                       r"count above 1 \(--mlbench-workers=2\)$"):
+        build_settings({"hosts": "external", "workers": "1"}, option_table())
+    settings = build_settings({"hosts": "external", "listen": ":29555"}, option_table())
+    assert (settings.hosts, settings.listen, settings.wait_workers) == (
+        "external", "127.0.0.1:29555", 300)
+
+
 def test_an_unknown_strategy_option_names_the_choices() -> None:
     with pytest.raises(OptionError, match=r"^--mlbench-strategies: unknown value 'zero'; choose "
                                           r"from: .*dp, fsdp, tp, dpxtp"):

@@ -160,6 +160,45 @@ def test_a_worker_that_holds_another_token_is_told_and_the_missing_rank_named() 
     listener.close()
 
 
+def test_pools_that_start_together_each_get_their_own_launchers_workers() -> None:
+    """A pass starts torch's and JAX's pools at once, both of two ranks: a worker names its
+    pool, one that comes while the other pool waits keeps its place (the lobby), and one whose
+    pool or world the session does not run is told why."""
+    listener = _listener()
+    listener.expected = {"torch-w2-n2": 2, "jax-w2-n2": 2}
+    told: list[str] = []
+
+    def worker(rank: int, pool: str, world: int = 2) -> Callable[[], None]:
+        def client() -> None:
+            try:
+                remote.prove(_dial(listener), TOKEN,
+                             {**HELLO, "rank": rank, "world": world, "pool": pool})
+            except remote.Refused as exc:
+                told.append(str(exc))
+        return client
+
+    thread = _in_background(worker(0, "jax-w2-n2"), worker(0, "torch-w2-n2"),
+                            worker(1, "jax-w2-n2"), worker(0, "tf-w2"), worker(0, "", 3),
+                            worker(0, "jax-w2-n2"), worker(1, "torch-w2-n2"))
+    torch = listener.accept(2, timeout=10, pool="torch-w2-n2")
+    thread.join(5)
+    assert [(j.rank, j.pool) for j in torch] == [(0, "torch-w2-n2"), (1, "torch-w2-n2")]
+    assert sorted((j.rank, j.pool) for j in listener.lobby) == [(0, "jax-w2-n2"),
+                                                                (1, "jax-w2-n2")]
+    jax = listener.accept(2, timeout=1, pool="jax-w2-n2")  # from the lobby, nothing new
+    assert [(j.rank, j.pool) for j in jax] == [(0, "jax-w2-n2"), (1, "jax-w2-n2")]
+    assert told == [
+        "the session refused this worker: this session runs no pool tf-w2 (its external "
+        "pools: jax-w2-n2 (2 workers), torch-w2-n2 (2 workers))",
+        "the session refused this worker: it is a rank of 3 workers, the waiting pool has 2",
+        "the session refused this worker: rank 0 already joined (from 127.0.0.1:"
+        + told[2].split("127.0.0.1:")[1]]
+    assert "pid" in told[2] and listener.lobby == []
+    for j in torch + jax:
+        j.sock.close()
+    listener.close()
+
+
 def test_a_worker_serves_no_listener_that_cannot_prove_the_token() -> None:
     """Mutual: something else on the port (a stale session, a hostile listener) that answers
     "ok" without the token's proof gets nothing from the worker but a proof bound to its own

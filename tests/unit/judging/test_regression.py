@@ -65,7 +65,8 @@ def test_a_smoke_run_is_not_comparable_with_a_default_size_baseline() -> None:
 
 
 @pytest.mark.parametrize("change", [{"precision": "bf16", "dtype": "bfloat16"}, {"threads": 8},
-                                    {"data_sha256": "ff" * 8}, {"variant": "eager"}])
+                                    {"data_sha256": "ff" * 8}, {"variant": "eager"},
+                                    {"hosts": "external"}])
 def test_every_identity_fact_must_match(change: dict[str, Any]) -> None:
     base = run(record(median=1e-3))
     cur = run(record(median=1e-3, name=record().name, **change))
