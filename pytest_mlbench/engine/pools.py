@@ -23,6 +23,7 @@ from pytest_mlbench.engine.launcher import (
     WorkerCrashed,
     WorkerError,
     WorkerSpec,
+    WorkerTimeout,
     free_loopback_port,
 )
 from pytest_mlbench.engine.side import Side
@@ -256,6 +257,9 @@ class Pools:
     external_wait_s: float = 300.0
     announce: Any = None  # where an external pool's launch commands are said
     live: dict[PoolKey, FrameworkPool] = field(default_factory=dict)
+    # external pools whose workers did not come this pass, and the line that said so: each of
+    # their cases fails with it at once instead of waiting the whole wait again
+    unjoined: dict[PoolKey, str] = field(default_factory=dict)
 
     def new(self, key: PoolKey, side: Side, compiler: str) -> FrameworkPool:
         external = self.external if key.workers > 1 else None
@@ -287,12 +291,25 @@ class Pools:
         """The pool of ``key``, started now if the pass start left it out (or it died)."""
         pool = self.live.get(key)
         if pool is None or pool.pool is None:
+            if key in self.unjoined:
+                raise WorkerTimeout(self.unjoined[key])
             pool = self.new(key, side, compiler)
             self.expect([pool])
             with spend("start"):
-                pool.start()
+                self._spawn(pool)
+                pool.started()
             self.live[key] = pool
         return pool
+
+    def _spawn(self, pool: FrameworkPool) -> None:
+        """Its processes started, or, for an external pool, its workers joined; ranks that
+        did not come are remembered for the rest of the pass (``unjoined``)."""
+        try:
+            pool.spawn()
+        except WorkerTimeout as exc:
+            if pool.external is not None:
+                self.unjoined[pool.key] = str(exc)
+            raise
 
     def start(self, wanted: Mapping[PoolKey, tuple[Side, str]]) -> dict[PoolKey, float]:
         """Start the pools of ``wanted`` (key -> side, compiler warm-up) that are not running,
@@ -310,7 +327,7 @@ class Pools:
         spawned = []
         for pool in fresh:
             try:
-                pool.spawn()
+                self._spawn(pool)
                 spawned.append(pool)
             except Exception:  # noqa: BLE001 - reported when a case asks for this pool
                 pool.close(kill=True)
@@ -344,6 +361,7 @@ class Pools:
         for key, pool in list(self.live.items()):
             pool.close(kill=True)
             del self.live[key]
+        self.unjoined = {}
         if self.external is not None:
             self.external.forget()
 

@@ -31,7 +31,7 @@ from pytest_mlbench import frameworks
 from pytest_mlbench.engine import leftovers, remote
 from pytest_mlbench.engine import protocol as p
 from pytest_mlbench.engine.launcher import WorkerCrashed, WorkerSpec, WorkerTimeout, carrying
-from pytest_mlbench.engine.pools import FrameworkPool, PoolKey
+from pytest_mlbench.engine.pools import FrameworkPool, PoolKey, Pools, Side
 from pytest_mlbench.workloads import catalogue
 from pytest_mlbench.workloads.case import CaseId
 
@@ -196,6 +196,29 @@ def test_pools_that_start_together_each_get_their_own_launchers_workers() -> Non
     assert "pid" in told[2] and listener.lobby == []
     for j in torch + jax:
         j.sock.close()
+    listener.close()
+
+
+def test_a_pool_whose_workers_never_came_fails_its_other_cases_at_once() -> None:
+    """--mlbench-wait-workers bounds the wait once a pass: every later case of that pool gets
+    the same line at once (four cases waited four times before), and the next pass waits
+    again."""
+    listener = _listener()
+    pools = Pools({"torch": frameworks.BUILTIN["torch"]}, 1, "off", external=listener,
+                  external_wait_s=0.3, announce=lambda line: None)
+    key = PoolKey("torch", 2, nodes=2)
+    line = (r"^external worker rank\(s\) \[0, 1\] of 2 \(pool torch-w2-n2\) did not connect to "
+            r"127\.0\.0\.1:\d+ within 0 s \(joined: none\)$")
+    began = time.monotonic()
+    with pytest.raises(WorkerTimeout, match=line):
+        pools.running(key, Side(), "")
+    waited = time.monotonic() - began
+    for _ in range(3):
+        with pytest.raises(WorkerTimeout, match=line):
+            pools.running(key, Side(), "")
+    assert time.monotonic() - began < waited + 0.2 and listener.expected == {"torch-w2-n2": 2}
+    pools.close()  # the pass ends
+    assert pools.unjoined == {} and listener.expected == {}
     listener.close()
 
 
