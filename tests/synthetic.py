@@ -111,3 +111,31 @@ def session_files(directory: Path, *records: Record) -> None:
 
 def fullname(rec: Record) -> str:
     return f"test_cases.py::test_case[{rec.name}]"
+
+
+def toy_spec(sizes: str, implementations: str, more: str = "") -> str:
+    """spec.py of a toy least-squares workload (three columns, learning rate 0.1) for the
+    session tests' own suites folders: ``sizes``, ``implementations`` and ``more`` (further
+    Workload arguments) as Python source."""
+    return f'''
+import numpy as np
+from pytest_mlbench import Shape, Workload
+
+def loss(p, d):
+    r = d["x"] @ p["w"] - d["y"]
+    return 0.5 * np.mean(r * r)
+
+def grad(p, d):
+    r = d["x"] @ p["w"] - d["y"]
+    return {{"w": d["x"].T @ r / len(r)}}
+
+SPEC = Workload(
+    name="toy", summary="least squares", learning_rate=0.1,
+    sizes={sizes},
+    make_data=lambda rng, d: {{"x": rng.standard_normal((d["n"], 3)),
+                              "y": rng.standard_normal((d["n"], 1))}},
+    make_params=lambda rng, d: {{"w": rng.standard_normal((3, 1))}},
+    loss=loss, grad=grad, flops_per_step=lambda d: 4 * d["n"] * 3,
+    implementations={implementations},{more}
+)
+'''

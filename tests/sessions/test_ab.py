@@ -21,34 +21,15 @@ from pytest_mlbench.measuring.outcome import Outcome
 from pytest_mlbench.storing.record import Identity, Measure, Record
 from tests import background
 from tests.background import Command
+from tests.synthetic import toy_spec
 
 TEST_MODULE = """
 def test_case(mlbench_case, benchmark):
     mlbench_case.run(benchmark)
 """
 
-SPEC = """
-import numpy as np
-from pytest_mlbench import Shape, Workload
-
-def loss(p, d):
-    r = d["x"] @ p["w"] - d["y"]
-    return 0.5 * np.mean(r * r)
-
-def grad(p, d):
-    r = d["x"] @ p["w"] - d["y"]
-    return {"w": d["x"].T @ r / len(r)}
-
-SPEC = Workload(
-    name="toy", summary="least squares", learning_rate=0.1,
-    sizes={s: (Shape({"n": 64}, steps_per_call=5),) for s in ("smoke", "default", "paper")},
-    make_data=lambda rng, d: {"x": rng.standard_normal((d["n"], 3)),
-                              "y": rng.standard_normal((d["n"], 1))},
-    make_params=lambda rng, d: {"w": rng.standard_normal((3, 1))},
-    loss=loss, grad=grad, flops_per_step=lambda d: 4 * d["n"] * 3,
-    implementations={"numpy": ("eager",)},
-)
-"""
+SPEC = toy_spec('{s: (Shape({"n": 64}, steps_per_call=5),) for s in ("smoke", "default", "paper")}',
+                '{"numpy": ("eager",)}')
 
 IMPL = """
 import time

@@ -13,6 +13,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.synthetic import toy_spec
+
 TEST_MODULE = """
 def test_reference(mlbench_workload):
     mlbench_workload.verify()
@@ -21,29 +23,9 @@ def test_train_step(mlbench_case, benchmark):
     mlbench_case.run(benchmark)
 """
 
-TOY_SPEC = """
-import numpy as np
-from pytest_mlbench import Shape, Workload
-
-def loss(p, d):
-    r = d["x"] @ p["w"] - d["y"]
-    return 0.5 * np.mean(r * r)
-
-def grad(p, d):
-    r = d["x"] @ p["w"] - d["y"]
-    return {"w": d["x"].T @ r / len(r)}
-
-SPEC = Workload(
-    name="toy", summary="least squares", learning_rate=0.1,
-    sizes={"smoke": (Shape({"n": 16}),), "default": (Shape({"n": 64}),),
-           "paper": (Shape({"n": 64}, "n64"), Shape({"n": 256}, "n256"))},
-    make_data=lambda rng, d: {"x": rng.standard_normal((d["n"], 3)),
-                              "y": rng.standard_normal((d["n"], 1))},
-    make_params=lambda rng, d: {"w": rng.standard_normal((3, 1))},
-    loss=loss, grad=grad, flops_per_step=lambda d: 4 * d["n"] * 3,
-    implementations={IMPLS},
-)
-"""
+TOY_SPEC = toy_spec('{"smoke": (Shape({"n": 16}),), "default": (Shape({"n": 64}),),\n'
+                    '           "paper": (Shape({"n": 64}, "n64"), Shape({"n": 256}, "n256"))}',
+                    "{IMPLS}")
 
 TOY_NUMPY = """
 class Trainer:

@@ -19,29 +19,10 @@ import pytest
 from pytest_mlbench.storing import compile_cache
 from tests import background
 from tests.background import Command
+from tests.synthetic import toy_spec
 
-SPEC = """
-import numpy as np
-from pytest_mlbench import Shape, Workload
-
-def loss(p, d):
-    r = d["x"] @ p["w"] - d["y"]
-    return 0.5 * np.mean(r * r)
-
-def grad(p, d):
-    r = d["x"] @ p["w"] - d["y"]
-    return {"w": d["x"].T @ r / len(r)}
-
-SPEC = Workload(
-    name="toy", summary="least squares", learning_rate=0.1,
-    sizes={s: (Shape({"n": 64}, rounds=4),) for s in ("smoke", "default", "paper")},
-    make_data=lambda rng, d: {"x": rng.standard_normal((d["n"], 3)),
-                              "y": rng.standard_normal((d["n"], 1))},
-    make_params=lambda rng, d: {"w": rng.standard_normal((3, 1))},
-    loss=loss, grad=grad, flops_per_step=lambda d: 4 * d["n"] * 3,
-    implementations={"numba": ("jit",)}, default_precisions=("fp64",),
-)
-"""
+SPEC = toy_spec('{s: (Shape({"n": 64}, rounds=4),) for s in ("smoke", "default", "paper")}',
+                '{"numba": ("jit",)}', ' default_precisions=("fp64",),')
 
 IMPL = """
 import numpy as np
