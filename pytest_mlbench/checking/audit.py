@@ -27,9 +27,12 @@ from pytest_mlbench.workloads import data
 
 # audited rounds up to this many steps are always checked from the start too; beyond, and at
 # the state a pass ends in, as far as the reference's trajectory there costs under
-# COUNT_BUDGET_S to compute (cached: once per workload, optimizer and dtype in a session)
+# COUNT_BUDGET_S to compute (cached: once per case and pass, each pass drawing its own
+# batches). 3 s: with rounds calibrated to 10 ms a small model makes tens of thousands of
+# steps a pass, and 10 s a pass was 12 s of an 18 s A/B session of a toy (its count still
+# reaches some 10,000 steps)
 ABSOLUTE_STEPS = 128
-COUNT_BUDGET_S = 10.0
+COUNT_BUDGET_S = 3.0
 BUDGET_STRIDE = 64  # steps the trajectory is extended by between looks at the budget
 NEAREST_SEARCH = 8  # reference steps either side searched for the ones failing params are near
 # an honest companion (Reference.companion) further than this many steps' length from the
