@@ -166,16 +166,18 @@ def two_hosts_command(folder: Path) -> Command:
     workers, each "host" launched apart from it (torchrun for torch, the command-line worker
     for JAX), and three strangers knock first (tests/sessions/strangers.py). Timed, one
     process and a few rounds: the table's rows. Every process carries an owner mark."""
-    with socket.socket() as sock:  # a free port, and the next one for torchrun's own store
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
     made = command(folder, "--mlbench-processes=1", "--benchmark-max-time=0.02",
                    "--benchmark-min-rounds=3", "-k", "(dphonest and (fsdp or tp-)) or nodekill")
-    script = (f'"{sys.executable}" {ROOT / "tests/sessions/strangers.py"} {port} & '
+    # a free port picked as the session starts (not when it was queued), for the session and
+    # the strangers; the script's torchrun meets at the next one
+    free = ("import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); "
+            "print(s.getsockname()[1])")
+    script = (f'export MLBENCH_PORT=$("{sys.executable}" -c "{free}") && '
+              f'("{sys.executable}" {ROOT / "tests/sessions/strangers.py"} $MLBENCH_PORT &) && '
               f'exec bash {ROOT / "tools/two_hosts.sh"} "$@"')
     return dataclasses.replace(made, program=("bash", "-c", script, "two_hosts"), env={
-        **made.env, OWNER: f"two-hosts-{os.getpid()}", "MLBENCH_PORT": str(port),
-        "PYTHON": sys.executable, "PYTHONPATH": str(ROOT)})
+        **made.env, OWNER: f"two-hosts-{os.getpid()}", "PYTHON": sys.executable,
+        "PYTHONPATH": str(ROOT)})
 
 
 @pytest.fixture
