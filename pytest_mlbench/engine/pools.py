@@ -126,11 +126,10 @@ class FrameworkPool:
         failed = lambda reply: isinstance(reply, p.Skipped | p.Failed | p.Raised)  # noqa: E731
         if self.external is not None:  # workers a launcher started (engine/remote.py)
             from pytest_mlbench.engine.remote import ExternalPool
-            extra = {"announce": self.announce} if self.announce else {}
             self.pool = ExternalPool(spec, self.external, nodes=self.key.nodes, name=self.name,
-                                     wait_s=self.external_wait_s,
+                                     wait_s=self.external_wait_s, announce=self.announce,
                                      start_timeout=START_TIMEOUT_S, timeout=CALL_TIMEOUT_S,
-                                     failed=failed, **extra)
+                                     failed=failed)
         else:
             self.pool = Pool(spec, start_timeout=START_TIMEOUT_S, timeout=CALL_TIMEOUT_S,
                              failed=failed)

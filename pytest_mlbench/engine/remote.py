@@ -414,9 +414,10 @@ class ExternalPool(Pool):
 
     def __init__(self, spec: WorkerSpec, listener: Listener, *, wait_s: float = 120.0,
                  nodes: int = 1, name: str = "",
-                 announce: Callable[[str], None] = log.warning, **kwargs: Any) -> None:
+                 announce: Callable[[str], None] | None = None, **kwargs: Any) -> None:
         super().__init__(spec, **kwargs)
-        self.listener, self.wait_s, self.nodes, self.announce = listener, wait_s, nodes, announce
+        self.listener, self.wait_s, self.nodes = listener, wait_s, nodes
+        self.announce = announce or log.warning
         self.name = name
         self.hosts: list[str] = []
 
