@@ -13,11 +13,13 @@ Everything is checked before anything is written (the --suites value, every path
 the setting already there with another value, the configuration's edit read back), the new
 files are made in a temporary folder beside their place and renamed into it, the configuration
 is replaced by a temporary file renamed over it, and what was renamed is taken back if a later
-step fails: init writes everything or nothing.
+step fails (renamed back into its temporary folder, which carries the plugin's mark and is the
+only thing removed: owned.py): init writes everything or nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -26,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_mlbench import configfile
+from pytest_mlbench import configfile, owned
 
 TEST_FILE = '''"""Every workload under this folder, in every selected framework (pytest-mlbench)."""
 
@@ -119,6 +121,7 @@ SUITES_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.
 NAME_MAX = 255  # bytes in one folder name (Linux, macOS, Windows)
 PATH_MAX = 1024  # bytes in a whole path (macOS's limit, the smallest)
 SETTING = "mlbench_suites"
+STAGING = "pytest-mlbench init's staging folder, removed as init ends"
 EXAMPLE = "example"  # the least-squares workload written from this module
 # a workload folder another one reuses: its implementations or its spec, by folder name
 REUSES = re.compile(r"""implementations_from\s*=\s*["'](\w+)["']|parent\s*/\s*["'](\w+)["']""")
@@ -294,25 +297,23 @@ def _kept(found: configfile.ConfigFile, name: Path, value: str, lines: list[str]
 def apply(p: Plan) -> list[str]:
     """Writes the plan and returns its lines; InitError, with nothing left written, when the
     project cannot take it (read-only, a disk full)."""
-    done: list[Path] = []  # what was renamed into place, taken back on a failure
+    done: list[tuple[Path, Path]] = []  # (place, staged copy) renamed in, taken back on failure
     staging: list[Path] = []
     try:
         for top, staged in _stage(p.root, p.files, staging):
             os.rename(staged, top)
-            done.append(top)
+            done.append((top, staged))
         _write_config(p)
     except OSError as exc:
-        for path in reversed(done):  # taken back: what this run renamed into place
-            if path.is_dir():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                path.unlink(missing_ok=True)
+        for top, staged in reversed(done):  # back into the marked folder it came from
+            with contextlib.suppress(OSError):
+                os.rename(top, staged)
         where = f" {exc.filename}" if exc.filename else ""
         raise InitError(f"cannot write{where} ({exc.strerror or exc}); nothing was written "
                         "(is the project read-only?)") from None
     finally:
         for folder in staging:
-            shutil.rmtree(folder, ignore_errors=True)
+            owned.discard(folder)
     return p.lines
 
 
@@ -323,8 +324,7 @@ def _stage(root: Path, files: dict[Path, str], staging: list[Path]) -> list[tupl
     for path, text in files.items():
         top = _topmost_new(root, path)
         if top not in staged:
-            staging.append(Path(tempfile.mkdtemp(prefix=".pytest-mlbench-init-",
-                                                 dir=top.parent)))
+            staging.append(Path(owned.mkdtemp(".pytest-mlbench-init-", STAGING, dir=top.parent)))
             staged[top] = staging[-1] / top.name
         target = staged[top] / path.relative_to(top)
         target.parent.mkdir(parents=True, exist_ok=True)

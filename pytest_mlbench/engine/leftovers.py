@@ -13,13 +13,16 @@ too. Three paths clean it up:
   pipe from the session; when the pipe closes it kills the session's processes, removes the
   worktrees (git worktree remove) and the folders. A janitor killed too leaves the folder to
   the next session, which removes every ``mlbench-session-<pid>-*`` whose pid is dead.
+
+Every folder made here carries the plugin's mark (owned.py), and each of the three paths
+removes a folder only when its mark is there: a folder of someone else's that happens to match
+the name (a ``mlbench-session-<pid>-notes`` made by hand) is left as it is.
 """
 
 from __future__ import annotations
 
 import atexit
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -30,15 +33,18 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from pytest_mlbench import owned
+
 SESSION_VAR = "MLBENCH_SESSION"
 PREFIX = "mlbench-session-"
 CLEANED_SIGNALS = ("SIGTERM", "SIGHUP")
 
 # the janitor: stdlib only (``python -S``), reads "dir PATH" / "worktree REPO PATH" lines
-# until the session's end of the pipe closes, however the session ended
+# until the session's end of the pipe closes, however the session ended; a folder goes only
+# with the mark (argv[2], owned.MARK) in it, and a worktree's own folder with the session's
 JANITOR = r"""
 import os, shutil, signal, subprocess, sys
-session = sys.argv[1]
+session, mark = sys.argv[1], sys.argv[2]
 paths = []
 for line in sys.stdin:
     kind, _, rest = line.rstrip("\n").partition(" ")
@@ -57,11 +63,13 @@ for kind, rest in reversed(paths):
         if os.path.exists(folder):
             subprocess.run(["git", "-C", repo, "worktree", "remove", "--force", folder],
                            capture_output=True, check=False)
-            shutil.rmtree(folder, ignore_errors=True)
         subprocess.run(["git", "-C", repo, "worktree", "prune"], capture_output=True, check=False)
     elif kind == "dir":
-        shutil.rmtree(rest, ignore_errors=True)
+        marked = os.path.join(rest, mark)
+        if os.path.isfile(marked) and not os.path.islink(marked) and not os.path.islink(rest):
+            shutil.rmtree(rest, ignore_errors=True)
 """
+SESSION_WHAT = "a pytest-mlbench session's temporary folder, removed as the session ends"
 
 _lock = threading.Lock()
 _state: dict[str, Any] = {"pid": 0, "folder": None, "janitor": None, "cleanups": [],
@@ -81,25 +89,26 @@ def session_tmp() -> str:
                           handlers=False)
         if _state["folder"] is None:
             sweep_stale(Path(tempfile.gettempdir()))
-            folder = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-")
+            folder = owned.mkdtemp(f"{PREFIX}{os.getpid()}-", SESSION_WHAT)
             _state["folder"] = folder
             _start_janitor()
             _tell_janitor(f"dir {folder}")
             atexit.register(_at_exit)
-            _state["cleanups"].append(lambda: shutil.rmtree(folder, ignore_errors=True))
+            _state["cleanups"].append(lambda: owned.discard(folder))
         if not _state["handlers"]:  # first made in another thread: set them when we can
             _state["handlers"] = _install_handlers()
         return str(_state["folder"])
 
 
 def temp_folder(prefix: str) -> str:
-    """A new folder inside the session's temporary folder (removed with it)."""
-    return tempfile.mkdtemp(prefix=prefix, dir=session_tmp())
+    """A new folder inside the session's temporary folder, with the mark (removed with it)."""
+    return owned.mkdtemp(prefix, "a folder of a pytest-mlbench session's", dir=session_tmp())
 
 
 def worktree(repo: Path, folder: Path, remove: Callable[[], None]) -> None:
-    """An A/B worktree: ``remove`` runs at the session's end (or its signal); the janitor
-    removes it if the session is killed."""
+    """An A/B worktree (``folder``, inside a temp_folder): ``remove`` runs at the session's
+    end (or its signal); the janitor has git remove it if the session is killed, and the
+    session's folder goes with it."""
     session_tmp()
     with _lock:
         _state["cleanups"].append(remove)
@@ -150,8 +159,8 @@ def sweep_stale(root: Path) -> list[Path]:
         return gone
     for folder in entries:
         pid = folder.name[len(PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)) and folder.is_dir():
-            shutil.rmtree(folder, ignore_errors=True)
+        if pid.isdigit() and not _alive(int(pid)) and owned.is_marked(folder):
+            owned.remove(folder)
             gone.append(folder)
     return gone
 
@@ -171,7 +180,8 @@ def _start_janitor() -> None:
         return
     try:
         _state["janitor"] = subprocess.Popen(
-            [sys.executable, "-S", "-c", JANITOR, str(os.getpid())], stdin=subprocess.PIPE,
+            [sys.executable, "-S", "-c", JANITOR, str(os.getpid()), owned.MARK],
+            stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
             text=True, env={"PATH": os.environ.get("PATH", os.defpath)})  # git; nothing else
     except OSError as exc:

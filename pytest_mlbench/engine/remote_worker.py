@@ -23,7 +23,6 @@ import functools
 import json
 import os
 import select
-import shutil
 import signal
 import socket
 import subprocess
@@ -34,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 
+from pytest_mlbench import owned
 from pytest_mlbench.engine import leftovers, remote
 
 ENV_RANKS = (("RANK", "WORLD_SIZE", "LOCAL_RANK", "torchrun"),
@@ -136,14 +136,15 @@ class Agent:
             return 0  # the session closed the connection (its pool was not started)
         # named as a session's folder: one an agent killed outright could not remove is swept
         # by the next agent or session here once its pid is gone (leftovers.sweep_stale)
-        scratch = tempfile.mkdtemp(prefix=f"{leftovers.PREFIX}{os.getpid()}-worker-")
+        scratch = owned.mkdtemp(f"{leftovers.PREFIX}{os.getpid()}-worker-",
+                                "a pytest-mlbench worker's folder for one pool")
         try:
             child = self.start(conn.fileno(), told, scratch)
             conn.send_bytes(json.dumps({"pid": child.pid}).encode())
             return self.watch(child, conn)
         finally:
             conn.close()
-            shutil.rmtree(scratch, ignore_errors=True)
+            owned.discard(scratch)
 
     def start(self, fd: int, told: Mapping[str, object], scratch: str) -> subprocess.Popen[bytes]:
         theirs = str(told.get("session_tmp") or "")

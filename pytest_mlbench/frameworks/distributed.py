@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_mlbench import owned
 from pytest_mlbench.errors import Unavailable, Unsupported
 
 Loss = Callable[..., Any]
@@ -137,13 +138,11 @@ def jax_collective_share(run: Callable[[], Any], steps: int, devices: int) -> li
     ``steps`` calls of ``run``, waiting for peers included, over the steps' wall time under
     the profiler), the same figure for each."""
     import glob
-    import shutil
-    import tempfile
     import time
 
     import jax
 
-    folder = tempfile.mkdtemp(prefix="mlbench-xla-trace-")
+    folder = owned.mkdtemp("mlbench-xla-trace-", "a JAX profiler trace, read and removed")
     try:
         jax.profiler.start_trace(folder)
         try:
@@ -161,7 +160,7 @@ def jax_collective_share(run: Callable[[], Any], steps: int, devices: int) -> li
                                  if e.name.split(".")[0].removesuffix("-start")
                                  .removesuffix("-done") in XLA_COLLECTIVES)
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        owned.discard(folder)
     return [min(1.0, total / 1e9 / max(devices, 1) / wall)] * devices
 
 

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import atexit
 import os
-import shutil
 import sys
-import tempfile
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from pytest_mlbench import owned
 from pytest_mlbench import threads as threading_
 from pytest_mlbench.errors import PolicyNotApplied, Unavailable, Unsupported
 from pytest_mlbench.frameworks.base import (
@@ -60,9 +59,9 @@ class TorchAdapter:
         # compile cache kept across runs, or the session's own), which every worker shares:
         # a graph one process compiled the next loads (persistent_cache counts which).
         if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
-            cache = tempfile.mkdtemp(prefix="mlbench-inductor-")
+            cache = owned.mkdtemp("mlbench-inductor-", "a torch worker's inductor cache")
             os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
-            atexit.register(shutil.rmtree, cache, ignore_errors=True)
+            atexit.register(owned.discard, cache)
 
     def devices(self) -> dict[str, str]:
         import torch

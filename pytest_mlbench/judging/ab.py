@@ -4,8 +4,9 @@
 of REF (a git revision, checked out into a temporary worktree) and once with this tree's, their
 workers alive side by side and their timed turns alternating (measuring/campaign.py). Process i of the
 base ran beside process i of the head, so each case gets paired samples, and slow periods of a
-shared runner fall on both alike. A case is SLOWER when the paired bootstrap over processes
-puts it slower with p below --mlbench-gate-alpha and by more than --mlbench-gate-threshold;
+shared runner fall on both alike. A case is SLOWER when a paired t-test on the log ratios of
+its processes (stats.paired_ratio) puts it slower with p below --mlbench-gate-alpha and by
+more than --mlbench-gate-threshold;
 any SLOWER case fails the session, as a failed report pytest counts (judging/verdict.py: the
 session's last line reads ``1 failed``). ``--mlbench-ab=python:/path/to/python`` compares this tree
 run by another environment's interpreter (a framework upgrade, say) instead of another
@@ -27,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from pytest_mlbench import stats
+from pytest_mlbench import owned, stats
 from pytest_mlbench.engine import leftovers
 from pytest_mlbench.engine.pools import Side
 from pytest_mlbench.judging import regression, verdict
@@ -80,19 +81,22 @@ def _worktree(rootpath: Path, suites: Path, ref: str) -> BaseSide:
     if sha.returncode:
         raise ABError(f"--mlbench-ab: git does not know the revision {ref!r} here; fetch it "
                       f"first (git fetch origin {ref.split('/')[-1]})")
+    # the worktree goes into a folder of its own inside a marked one (git will not add it to
+    # a folder that holds anything, the mark included): removed only while that mark is there
     folder = Path(leftovers.temp_folder("mlbench-ab-"))
-    added = _git(rootpath, "worktree", "add", "--detach", str(folder), sha.stdout.strip())
+    tree = folder / "tree"
+    added = _git(rootpath, "worktree", "add", "--detach", str(tree), sha.stdout.strip())
     if added.returncode:
-        shutil.rmtree(folder, ignore_errors=True)
+        owned.discard(folder)
         raise ABError(f"--mlbench-ab: git worktree add failed: {added.stderr.strip()}")
 
     def remove() -> None:
-        _git(rootpath, "worktree", "remove", "--force", str(folder))
-        shutil.rmtree(folder, ignore_errors=True)
+        _git(rootpath, "worktree", "remove", "--force", str(tree))
+        owned.discard(folder)
 
-    leftovers.worktree(rootpath, folder, remove)  # removed even if the session is killed
+    leftovers.worktree(rootpath, tree, remove)  # removed even if the session is killed
     here = Path(top.stdout.strip())
-    base_root = folder / rootpath.resolve().relative_to(here.resolve())
+    base_root = tree / rootpath.resolve().relative_to(here.resolve())
     base_suites = base_root / suites.resolve().relative_to(rootpath.resolve())
     return BaseSide(Side(BASE, "", (str(base_root),), str(base_suites)),
                     f"{ref} ({sha.stdout.strip()[:10]})", remove)

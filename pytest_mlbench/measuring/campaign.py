@@ -35,14 +35,13 @@ timed phase's layout (measuring/schedule.py), a case's collected results and its
 from __future__ import annotations
 
 import secrets
-import shutil
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 
 from pytest_mlbench import threads as threading_
-from pytest_mlbench import timesheet, variants
+from pytest_mlbench import owned, timesheet, variants
 from pytest_mlbench.checking import phases
 from pytest_mlbench.checking.asserts import tolerances
 from pytest_mlbench.checking.oracle_client import OracleService
@@ -138,7 +137,7 @@ class Campaign:
                 self.pools.external.close()
             self.oracle.close()
             self.untimed.close()  # after the workers its threads may have started
-            shutil.rmtree(self.pools.caches, ignore_errors=True)
+            owned.discard(self.pools.caches)  # a leftovers.temp_folder: marked
         return {key: outcome_of(state, self.plan, self.peaks)
                 for key, state in self.states.items()}
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from pytest_mlbench.storing import compile_cache
 
-FILE = "cold.json"
+FILE = compile_cache.LEDGER
 VERSION = 1
 # the distributions whose versions a framework's compiled code depends on
 DISTRIBUTIONS = {"numpy": ("numpy",), "numba": ("numba", "llvmlite", "numpy"),

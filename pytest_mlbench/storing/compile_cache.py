@@ -10,9 +10,15 @@ so that what one run compiled the next one loads.
                          (storing/cold_compiles.py)
     <folder>/set-aside/  what a run found unreadable, moved out of the way
 
+    <folder>/.pytest-mlbench-made   the mark: the plugin made the folder (owned.py)
+
 Its default is ``$XDG_CACHE_HOME/pytest-mlbench/compile`` (``~/.cache/pytest-mlbench/compile``
 when XDG_CACHE_HOME is unset); ``cold`` gives a session a fresh folder of its own, removed at
-its end; ``pytest-mlbench cache clear`` empties the folder.
+its end; ``pytest-mlbench cache clear`` empties the folder. The folder is the plugin's: made
+with its mark, or an empty one (or one holding only the entries above, from a version before
+the mark) marked as the session starts; a folder holding anything else is refused before the
+session writes into it, and ``cache clear`` refuses a folder without the mark (it removes only
+the entries above, and says what else it kept).
 
 A file another run left unreadable (overwritten with garbage, cut short) would fail a case in
 the framework's own words (numba: ``UnpicklingError`` from its cache; torch: g++ errors against
@@ -34,9 +40,12 @@ import os
 import pickletools
 import shutil
 import struct
+import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+
+from pytest_mlbench import owned
 
 __all__ = ["COLD", "FOLDERS", "CacheError", "check", "default_folder", "merge", "prepare",
            "resolve"]
@@ -46,6 +55,12 @@ FOLDERS = {"torch": "inductor", "numba": "numba", "jax": "jax"}
 XLA = ("jax",)  # whose XLA cache a timed run's processes all load or all skip (cache_plan.py)
 SET_ASIDE = "set-aside"
 YOUNG_S = 600.0  # a file this recent may still be being written by another run: not judged
+LEDGER = "cold.json"  # storing/cold_compiles.py, with its lock file beside it
+# what a compile cache's folder holds (the frameworks' folders, the ledger and its lock, what
+# was set aside, the mark): what ``cache clear`` removes, and all an unmarked folder the
+# plugin adopts may hold
+ENTRIES = frozenset({*FOLDERS.values(), LEDGER, f".{LEDGER}.lock", SET_ASIDE, owned.MARK})
+WHAT = "the compile cache kept across runs (--mlbench-compile-cache; pytest-mlbench cache clear)"
 
 
 class CacheError(ValueError):
@@ -64,9 +79,15 @@ def resolve(setting: str, environ: Mapping[str, str] = os.environ) -> str:
 
 
 def prepare(folder: str) -> None:
-    """Make the folder (and check it can be written); CacheError in one line if not."""
+    """Make the folder with its mark, or mark an empty one (or one a version before the mark
+    filled); CacheError in one line for a folder that cannot be written or holds anything
+    else (the user's files: the plugin neither writes among them nor could clear them)."""
     try:
-        os.makedirs(folder, exist_ok=True)
+        try:
+            owned.make(folder, WHAT)
+        except FileExistsError:
+            if not owned.is_marked(folder):
+                _adopt(folder)
         if not os.access(folder, os.W_OK | os.X_OK):
             raise PermissionError(13, "Permission denied", folder)
     except OSError as exc:
@@ -75,6 +96,19 @@ def prepare(folder: str) -> None:
                          f"({why}); give a folder you can write with "
                          "--mlbench-compile-cache=DIR, or cold for a fresh one each session"
                          ) from None
+
+
+def _adopt(folder: str) -> None:
+    """Mark an existing folder that holds nothing but a compile cache's entries."""
+    if not os.path.isdir(folder):
+        raise NotADirectoryError(20, "Not a directory", folder)
+    others = sorted(set(os.listdir(folder)) - ENTRIES)
+    if others:
+        shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+        raise CacheError(f"--mlbench-compile-cache: {folder} holds files pytest-mlbench did not "
+                         f"make ({shown}) and no {owned.MARK} mark; give a new or empty folder "
+                         "(the plugin marks it as its own), or cold for a fresh one each session")
+    owned.mark(folder, WHAT)
 
 
 # -- reading what is there without the frameworks -----------------------------------------
@@ -205,16 +239,44 @@ def add_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
 def command(args: argparse.Namespace) -> int:
     folder = Path(resolve(args.compile_cache))
     if args.action == "clear":
-        if folder.is_dir():
-            shutil.rmtree(folder)
-        print(f"pytest-mlbench: compile cache {folder} cleared: the next run compiles cold")
-        return 0
+        return clear(folder)
     if not folder.is_dir():
         print(f"pytest-mlbench: compile cache {folder}: empty (no run has filled it)")
         return 0
     for line in describe(folder):
         print(line)
     return 0
+
+
+def clear(folder: Path) -> int:
+    """Remove a marked folder's compile cache entries (the folder too when nothing else is
+    left); a folder without the mark is refused in one line, untouched (exit 2)."""
+    if not folder.exists() and not folder.is_symlink():
+        print(f"pytest-mlbench: compile cache {folder}: nothing there to clear")
+        return 0
+    if not owned.is_marked(folder):
+        print(f"pytest-mlbench cache clear: error: {folder} has no {owned.MARK} file: "
+              "pytest-mlbench did not make it as a compile cache, and removes only folders it "
+              "made; nothing was removed (give the folder --mlbench-compile-cache used)",
+              file=sys.stderr)
+        return 2
+    kept = sorted(set(os.listdir(folder)) - ENTRIES)
+    if kept:  # the folder and its mark stay, with what someone else put there
+        _remove_entries(folder)
+    else:
+        owned.remove(folder)
+    print(f"pytest-mlbench: compile cache {folder} cleared: the next run compiles cold"
+          + (f"; kept what the plugin did not put there: {', '.join(kept)}" if kept else ""))
+    return 0
+
+
+def _remove_entries(folder: Path) -> None:
+    for name in sorted(ENTRIES - {owned.MARK}):
+        path = folder / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
 
 
 def describe(folder: Path) -> list[str]:
@@ -230,6 +292,9 @@ def describe(folder: Path) -> list[str]:
     aside = folder / SET_ASIDE
     if aside.is_dir():
         lines.append(f"  set aside: {len(list(aside.iterdir()))} folder(s) in {aside}")
+    if not owned.is_marked(folder):
+        lines.append(f"  no {owned.MARK} mark: pytest-mlbench did not make this folder, and "
+                     "cache clear refuses it")
     lines.append("  pytest-mlbench cache clear empties it; --mlbench-compile-cache=cold runs "
                  "one session cold without touching it")
     return lines

@@ -134,6 +134,23 @@ def test_the_compile_cache_serves_every_session(pytester: pytest.Pytester,
     assert compile_caches("/session", {})["JAX_ENABLE_COMPILATION_CACHE"] == "false"
 
 
+def test_a_folder_of_user_files_as_compile_cache_is_a_usage_error(
+        pytester: pytest.Pytester) -> None:
+    """A session would write into the folder and ``cache clear`` would later be asked to empty
+    it: a folder holding the user's own files is refused as the session collects, untouched."""
+    pytester.makeini(f"[pytest]\nmlbench_suites = {SUITES}\n")
+    pytester.makepyfile(test_one="def test_case(mlbench_case):\n    pass\n")
+    mine = pytester.mkdir("thesis")
+    (mine / "thesis.tex").write_text("\\documentclass{book}")
+    result = pytester.runpytest("--benchmark-disable", "--mlbench-frameworks=numpy",
+                                f"--mlbench-compile-cache={mine}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: --mlbench-compile-cache: {mine} holds files "
+                                 "pytest-mlbench did not make (thesis.tex) and no "
+                                 ".pytest-mlbench-made mark; give a new or empty folder *"])
+    assert [p.name for p in mine.iterdir()] == ["thesis.tex"]
+
+
 def test_a_compile_cache_that_cannot_be_made_is_a_usage_error(pytester: pytest.Pytester) -> None:
     """The folder is made as the session collects its cases: one that cannot be (under a
     file) stops it before anything runs, in one line, exit 4."""

@@ -167,6 +167,34 @@ def test_a_failure_at_the_last_write_takes_back_the_rest(
     assert tree(tmp_path) == before  # the test file and the example renamed in were taken back
 
 
+def test_a_take_back_leaves_the_users_files_and_no_staging_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """init's take-back renames what it renamed in back into its marked staging folder and
+    removes only that: the user's own files beside (a thesis, a folder of notes) stay whole."""
+    (tmp_path / "benchmarks" / "notes").mkdir(parents=True)
+    (tmp_path / "benchmarks" / "thesis.tex").write_text("\\documentclass{book}")
+    (tmp_path / "benchmarks" / "notes" / "monday.txt").write_text("read the proofs")
+    (tmp_path / "tox.ini").write_text("[pytest]\n")
+    before = tree(tmp_path)
+    renamed: list[str] = []
+    real_rename = os.rename
+
+    def rename(src: str, dst: str) -> None:
+        renamed.append(str(dst))
+        real_rename(src, dst)
+
+    def full(src: str, dst: str) -> None:
+        raise OSError(28, "No space left on device", dst)
+
+    monkeypatch.setattr(os, "rename", rename)
+    monkeypatch.setattr(os, "replace", full)
+    assert init(tmp_path) == 2
+    one_line_refusal(capsys, "No space left on device")
+    assert tree(tmp_path) == before
+    assert any(name.endswith("test_workloads.py") for name in renamed)  # it was renamed in
+
+
 def test_example_copies_a_shipped_workload_with_the_one_it_reuses(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert init(tmp_path, "--example", "mlp_optim", "--suites", "bench/suites") == 0

@@ -143,9 +143,11 @@ def test_the_cache_command_says_what_the_folder_holds_and_clears_it(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from pytest_mlbench import cli
 
-    (tmp_path / "numba" / "impl").mkdir(parents=True)
-    (tmp_path / "numba" / "impl" / "f.nbi").write_bytes(b"12345")
-    assert cli.main(["cache", "--compile-cache", str(tmp_path)]) == 0
+    folder = tmp_path / "compile"
+    compile_cache.prepare(str(folder))  # as a session makes it: with the plugin's mark
+    (folder / "numba" / "impl").mkdir(parents=True)
+    (folder / "numba" / "impl" / "f.nbi").write_bytes(b"12345")
+    assert cli.main(["cache", "--compile-cache", str(folder)]) == 0
     assert "  numba      numba/     1 file(s), 0.0 MB" in capsys.readouterr().out
-    assert cli.main(["cache", "clear", "--compile-cache", str(tmp_path)]) == 0
-    assert not tmp_path.exists() and "cleared" in capsys.readouterr().out
+    assert cli.main(["cache", "clear", "--compile-cache", str(folder)]) == 0
+    assert not folder.exists() and "cleared" in capsys.readouterr().out
