@@ -145,6 +145,11 @@ def time_spent(run: Run) -> Lines:
     if not isinstance(spent, dict) or not isinstance(spent.get("passes"), list):
         return ["where the time went: not recorded in this run (saved before runs kept it)"]
     try:
+        if empty := timesheet.empty_passes(spent):
+            raise BaselineError(f"{run.where}: machine_info.mlbench.time_spent: pass "
+                                f"{', '.join(map(str, empty))} recorded no seconds (no activity, "
+                                "no phase), which a session's sheet never holds: the sheet "
+                                "was cut or edited; nothing to show")
         return ["", "where the time went (seconds):", *timesheet.lines(spent)]
     except (TypeError, ValueError, AttributeError, KeyError) as exc:
         raise BaselineError(f"{run.where}: machine_info.mlbench.time_spent is malformed "

@@ -226,14 +226,39 @@ def parse_folder(value: str) -> str:
 
 
 def parse_listen(value: str) -> str:
-    """``HOST:PORT`` (``:PORT`` or ``PORT``: loopback); port 0 picks a free one."""
+    """``HOST:PORT`` (``:PORT`` or ``PORT``: loopback; an IPv6 host in brackets,
+    ``[::1]:29555``); port 0 picks a free one. A host with a colon outside brackets
+    (``:29555:7``) is refused: it names no address."""
     text = value.strip()
     host, _, port = text.rpartition(":")
-    if not port.isdigit() or not 0 <= int(port) < 65536 or any(c.isspace() for c in text):
+    bracketed = host.startswith("[") and host.endswith("]") and len(host) > 2
+    if not port.isdigit() or not 0 <= int(port) < 65536 or any(c.isspace() for c in text) \
+            or (":" in host and not bracketed) or ("[" in host or "]" in host) != bracketed:
         raise OptionError(f"{value!r} is not HOST:PORT; give e.g. 127.0.0.1:29555 (loopback), "
-                          "0.0.0.0:29555 (every interface: other hosts' workers), or 0 for "
-                          "a free port")
-    return f"{host.strip('[]') or '127.0.0.1'}:{int(port)}"
+                          "0.0.0.0:29555 (every interface: other hosts' workers), [::1]:29555 "
+                          "(IPv6), or 0 for a free port")
+    return f"{host or '127.0.0.1'}:{int(port)}"
+
+
+# given without --mlbench-hosts=external, these are unused: said in a line, not refused (a
+# project's ini may hold its cluster's settings for the runs that ask for external hosts)
+EXTERNAL_ONLY = ("listen", "wait-workers")
+
+
+def unused_lines(raw: Mapping[str, Any], settings: Settings) -> list[str]:
+    """A line for each option given (``raw``, as build_settings takes it) that this session
+    does not use."""
+    if settings.hosts == "external":
+        return []
+    given = [(name, raw[name]) for name in EXTERNAL_ONLY if raw.get(name) is not None]
+    return [f"mlbench: {_source(name, value)} is unused: it is for --mlbench-hosts=external, "
+            "and this session starts its workers itself" for name, value in given]
+
+
+def _source(name: str, value: Any) -> str:
+    if isinstance(value, tuple) and value[:1] == ("ini",):
+        return f"ini mlbench_{name.replace('-', '_')}"
+    return f"--mlbench-{name}"
 
 
 def parse_wait(value: str) -> int:
@@ -255,6 +280,12 @@ class Option:
     parse: Callable[[str], Any]
     many: bool = False  # a comma list (an ini TOML list is accepted too)
     switch: bool = False  # may be given bare (--mlbench-save-partial) for "yes"
+    shown_default: str = ""  # what --help says the default is, where "" does not mean off
+
+    @property
+    def default_text(self) -> str:
+        """The default as --help and the empty-value error say it."""
+        return self.shown_default or self.default or "off"
 
     @property
     def key(self) -> str:
@@ -340,8 +371,9 @@ def option_table(frameworks: tuple[str, ...] = FRAMEWORKS) -> tuple[Option, ...]
                "numba's and XLA's persistent caches), for the next run to load: a folder, or "
                "cold for a fresh one removed at the session's end (every compile time cold); "
                "the compile column says which figures came from the cache. Empty it with "
-               "pytest-mlbench cache clear. Default: $XDG_CACHE_HOME/pytest-mlbench/compile "
-               "(~/.cache/pytest-mlbench/compile)", parse_compile_cache),
+               "pytest-mlbench cache clear", parse_compile_cache,
+               shown_default="$XDG_CACHE_HOME/pytest-mlbench/compile "
+                             "(~/.cache/pytest-mlbench/compile)"),
         Option("ab", "",
                "compare every case against another revision in this job, interleaved: a git "
                "revision (origin/main) or python:<interpreter of another environment>; fails on "
@@ -379,7 +411,7 @@ def resolve(option: Option, raw: Any) -> Any:
             return ""
     elif not str(value).strip():
         raise OptionError(f"{source}: empty value; give a value or leave the option out "
-                          f"(default: {option.default or 'off'})")
+                          f"(default: {option.default_text})")
     try:
         return option.parse(str(value))
     except OptionError as exc:

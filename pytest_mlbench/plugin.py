@@ -30,6 +30,7 @@ from pytest_mlbench.options import (
     build_settings,
     gate_option_table,
     option_table,
+    unused_lines,
 )
 from pytest_mlbench.precision import POLICIES, Policy
 from pytest_mlbench.session import (
@@ -60,7 +61,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         extra: dict[str, Any] = {"nargs": "?", "const": "yes"} if option.switch else {}
         group.addoption(option.flag, dest=option.key, default=None, **extra,
                         metavar=option.key.removeprefix("mlbench_").upper(),
-                        help=f"{option.help}. Default: {option.default or '(off)'}; "
+                        help=f"{option.help}. Default: {option.default_text}; "
                              f"ini: {option.key}.".replace("%", "%%"))  # argparse formats help
         parser.addini(option.key, option.help, type="args", default=None)
     # default "" (read as suites/): a project that sets it explicitly is told when its workloads
@@ -73,12 +74,14 @@ def pytest_configure(config: pytest.Config) -> None:
     registry: dict[str, Any] = dict(frameworks.BUILTIN)
     for extra in config.hook.pytest_mlbench_adapters(config=config):
         registry.update(extra or {})
+    raw = _raw(config, option_table())
     try:
-        settings = build_settings(_raw(config, option_table()), option_table(tuple(registry)))
+        settings = build_settings(raw, option_table(tuple(registry)))
         gate_settings = build_gate_settings(_raw(config, gate_option_table()))
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
     state = config.stash[STATE] = RunState(config, settings, registry)
+    state.unused = unused_lines(raw, settings)  # said under the header
     config.addinivalue_line("markers", MARKER)
     for name, text in jobs.MARKERS.items():  # the named jobs (-m mlbench_main, ...)
         config.addinivalue_line("markers", f"{name}: {text}")
@@ -192,7 +195,8 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
     s = state.settings
     precision = "auto" if s.precision_auto else ",".join(s.precisions)
     kept = f" compile-cache={state.compile_cache()}"
-    estimate = state.estimate_line(items)  # a timed session: how long it should take here
+    # a timed session: how long it should take here; --collect-only runs nothing, so none
+    estimate = None if config.option.collectonly else state.estimate_line(items)
     return [f"mlbench: frameworks={','.join(s.frameworks)} variants={','.join(s.variants)} "
             f"device={s.device} precision={precision} size={s.size} seed={s.seed} "
             f"workers={','.join(map(str, s.workers))} "
@@ -200,7 +204,7 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
             f"threads={s.threads} "
             f"processes={s.processes} affinity={s.affinity}{kept}"
             + (f" hosts=external listen={s.listen}" if s.hosts == "external" else "")] + (
-        [estimate] if estimate else [])
+        [estimate] if estimate else []) + state.unused
 
 
 # -- fixtures (all named mlbench_*: the plugin owns these names) ---------------------------------

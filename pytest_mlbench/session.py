@@ -49,6 +49,7 @@ class RunState:
                  registry: Mapping[str, Any]) -> None:
         self.config, self.settings, self.registry = config, settings, dict(registry)
         self.own_items = False  # set at collection: does this session run our cases?
+        self.unused: list[str] = []  # options given that the session does not use, a line each
         self._catalogue: Catalogue | None = None
         self.outcomes: dict[str, Outcome] | None = None
         self.records: list[Record] = []

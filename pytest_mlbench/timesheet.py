@@ -236,6 +236,14 @@ def lines(sheet: Mapping[str, Any]) -> list[str]:
     return [*out, "", *render(header, rows)]
 
 
+def empty_passes(sheet: Mapping[str, Any]) -> list[int]:
+    """The numbers of the passes a sheet holds with nothing in them: no activity and no
+    phase. A campaign's sheet never holds one (``to_json`` writes a pass once something was
+    charged to it), so one is a sheet cut or edited, and a table of it would show zeros."""
+    return [int(p["pass"]) for p in _numbered(sheet.get("passes", ()))
+            if not p.get("phases") and not any((p.get("frameworks") or {}).values())]
+
+
 def _numbered(passes: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Every pass a sheet holds, numbered: one saved without its number (or empty: a pass that
     recorded nothing) takes its place's, and shows as zero seconds."""

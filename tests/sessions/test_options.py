@@ -49,6 +49,8 @@ def test_help_shows_the_group_with_defaults(pytester: pytest.Pytester) -> None:
         ("compile-cache", "tox.ini", "'tox.ini' is a file, not a folder"),
         ("hosts", "cluster", "unknown value 'cluster'; choose from: local, external"),
         ("listen", "myhost", "'myhost' is not HOST:PORT; give e.g. 127.0.0.1:29555"),
+        ("listen", ":29555:7", "':29555:7' is not HOST:PORT; give e.g. 127.0.0.1:29555"),
+        ("listen", "::1:29555", "'::1:29555' is not HOST:PORT"),
         ("wait-workers", "0", "'0' is not a number of seconds"),
     ],
 )
@@ -132,6 +134,47 @@ def test_the_compile_cache_serves_every_session(pytester: pytest.Pytester,
     assert env["MLBENCH_TF_SCRATCH"] == "/session/tf-tmp"  # a killed worker's litter: the session's
     assert compile_caches("/session", {})["TORCHINDUCTOR_CACHE_DIR"] == "/session/inductor"
     assert compile_caches("/session", {})["JAX_ENABLE_COMPILATION_CACHE"] == "false"
+
+
+def test_listen_takes_a_host_and_port_and_an_ipv6_host_in_brackets() -> None:
+    from pytest_mlbench.options import parse_listen
+
+    assert parse_listen(":29555") == "127.0.0.1:29555" and parse_listen("0") == "127.0.0.1:0"
+    assert parse_listen("0.0.0.0:29555") == "0.0.0.0:29555"
+    assert parse_listen("[::1]:29555") == "[::1]:29555"
+    for bad in ("[::1:29555", "host]:1", "[]:1"):
+        with pytest.raises(OptionError, match="is not HOST:PORT"):
+            parse_listen(bad)
+
+
+def test_listen_without_external_hosts_is_said_to_be_unused(pytester: pytest.Pytester) -> None:
+    """Not refused (a project's ini may keep its cluster's address for the runs that ask for
+    external hosts), but said under the header, naming where it came from."""
+    pytester.makeini(f"[pytest]\nmlbench_suites = {SUITES}\nmlbench_wait_workers = 60\n")
+    pytester.makepyfile(test_one="def test_case(mlbench_case):\n    pass\n")
+    result = pytester.runpytest("--collect-only", "--mlbench-listen=0.0.0.0:29555")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines([
+        "mlbench: --mlbench-listen is unused: it is for --mlbench-hosts=external, and this "
+        "session starts its workers itself",
+        "mlbench: ini mlbench_wait_workers is unused: *"])
+    quiet = pytester.runpytest("--collect-only", "--mlbench-hosts=external",
+                               "--mlbench-listen=0.0.0.0:29555")
+    assert "is unused" not in quiet.stdout.str()
+
+
+def test_collect_only_prints_no_estimate_of_the_run_it_does_not_make(
+        pytester: pytest.Pytester) -> None:
+    """--collect-only only collects: "about N min on this host" belongs to a session that
+    will time its cases (here --setup-plan: the same header, nothing run)."""
+    pytester.makeini(f"[pytest]\nmlbench_suites = {SUITES}\n")
+    pytester.makepyfile(test_one="def test_case(mlbench_case):\n    pass\n")
+    selected = ["-k", "mlp- and numpy", "--mlbench-workers=1"]
+    planned = pytester.runpytest("--setup-plan", *selected)
+    planned.stdout.fnmatch_lines(["mlbench: * case(s) x 3 process(es): about * on this host *"])
+    collected = pytester.runpytest("--collect-only", *selected)
+    assert collected.ret == pytest.ExitCode.OK
+    assert "on this host" not in collected.stdout.str()
 
 
 def test_a_folder_of_user_files_as_compile_cache_is_a_usage_error(

@@ -140,9 +140,26 @@ def test_report_time_goes_with_one_run_only(tmp_path: Path,
     assert "--time is for one run's report" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("sheet", [
+    {"passes": [{}]},
+    {"passes": [{"pass": 1, "frameworks": {"jax": {"build": 2.0}}}, {"pass": 2}]},
+    {"passes": [{"pass": 1, "phases": {}, "frameworks": {"jax": {}}}]},
+])
+def test_report_time_of_a_sheet_with_an_empty_pass_says_so_and_fails(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], sheet: dict[str, object]) -> None:
+    """A session's sheet never holds a pass with nothing in it: one printed as a table of
+    zeros, exit 0, as if the pass had cost nothing."""
+    data = run_json(bench(record("jax-jit", 1e-3)))
+    data["machine_info"].setdefault("mlbench", {})["time_spent"] = sheet
+    assert cli.main(["report", str(write(tmp_path / "run.json", data)), "--time"]) == 2
+    out, err = capsys.readouterr()
+    assert "where the time went" not in out and len(err.strip().splitlines()) == 1
+    assert "recorded no seconds (no activity, no phase)" in err and "pass " in err
+
+
 @pytest.mark.parametrize(("sheet", "shown"), [
-    ({"passes": [{}]}, "(all activities, jobs side by side) 0.0 0.0"),  # a pass with nothing
-    ({"passes": [{"pass": 1, "frameworks": {"jax": {"build": 2.0}}}, {"pass": 2}]},
+    ({"passes": [{"pass": 1, "frameworks": {"jax": {"build": 2.0}}},
+                 {"pass": 2, "phases": {"probe": 0.5}}]},
      "build (less compilation) 2.0 0.0 2.0"),
     ({"passes": [], "in_flight": [{"pass": 1, "framework": "jax", "activity": "build",
                                    "seconds": 41.3}]},
