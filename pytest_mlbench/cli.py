@@ -5,11 +5,15 @@ and charts.
     pytest-mlbench report RUN --time                              where the run's seconds went
     pytest-mlbench report --machines RUN RUN ... [--workload mlp]  workloads across machines
     pytest-mlbench report --compare BASELINE RUN                 two runs, judged like the gate
+    pytest-mlbench report --html DIR RUN ... [--steps]           many runs' history as a page
+    pytest-mlbench report --steps RUN ...                        steps in each case's history
 
 RUN is a pytest-benchmark JSON file, a baseline name of this machine, or <machine-id>/<name>
-under --baselines (add .partial to name a partial run). ``--plots DIR`` also writes PNG and SVG
+under --baselines (add .partial to name a partial run); with --html or --steps also a folder
+of runs (a whole baselines/ tree, partial runs left out). ``--plots DIR`` also writes PNG and SVG
 charts (needs matplotlib: pip install 'pytest-mlbench[report]'; without it tables still print).
-Exit status: 0; 1 when --compare finds a slowdown that fails the gate or judges nothing; 2 for
+Exit status: 0; 1 when --compare finds a slowdown that fails the gate or judges nothing, or
+--steps lists a step; 2 for
 a usage error, a file that cannot be read or trusted, or a run with no pytest-mlbench case to
 report."""
 
@@ -32,7 +36,7 @@ from pytest_mlbench.reporting import machines as compare
 from pytest_mlbench.reporting import mfu, scaling
 from pytest_mlbench.reporting import normalised as report
 from pytest_mlbench.storing import compile_cache, fingerprint
-from pytest_mlbench.storing.baselines import BaselineError, is_explicit
+from pytest_mlbench.storing.baselines import BaselineError, is_explicit, resolve_anywhere
 from pytest_mlbench.storing.runs import Run, load_run
 
 PROG = "pytest-mlbench"
@@ -69,6 +73,13 @@ def parser() -> argparse.ArgumentParser:
                           "in the order they ran, and the host probe before each")
     rep.add_argument("--plots", type=Path, default=None, metavar="DIR",
                      help="also write PNG and SVG charts to DIR. Default: no charts")
+    rep.add_argument("--html", type=Path, default=None, metavar="DIR",
+                     help="write the runs' history as a page to DIR (new, empty, or a page "
+                          "written before), opened from the file system with no network")
+    rep.add_argument("--steps", action="store_true",
+                     help="list the steps in each case's history (exit 1 when there is one); "
+                          "--alpha: the chance a history with no step lists one, --threshold: "
+                          "the smallest step listed")
     ini = sub.add_parser("init", help="set the plugin up in your own project: the ini setting, "
                                       "the suites folder's test file and an example workload")
     ini.add_argument("root", nargs="?", type=Path, default=Path("."),
@@ -95,8 +106,10 @@ def init(args: argparse.Namespace) -> int:
 
 
 def load(ref: str, baselines: str) -> Run:
+    """RUN: a file, a name of this machine, or <machine-id>/<name> under --baselines, else
+    among the baselines this package ships (storing/baselines.py)."""
     settings = build_gate_settings({"baselines": baselines})
-    return load_run(sessions.storage(settings, Path.cwd()).resolve(ref))
+    return load_run(resolve_anywhere(sessions.storage(settings, Path.cwd()), ref))
 
 
 def plots_module() -> ModuleType | None:
@@ -230,7 +243,35 @@ def refuse_repeats(refs: Sequence[str], loaded: Sequence[Run]) -> None:
         seen[where] = ref
 
 
+def history_report(args: argparse.Namespace) -> tuple[Lines, int]:
+    """--html and --steps: the runs' history (reporting/history.py), its steps
+    (reporting/steps.py), the page (reporting/page.py)."""
+    from pytest_mlbench.reporting import history, page, steps
+
+    for flag in ("machines", "compare", "processes", "time", "plots"):
+        if getattr(args, flag):
+            raise OptionError(f"--{flag} does not go with --html or --steps (the page draws "
+                              "its own charts; --steps reads a history of runs)")
+    threshold = _named("--threshold", parse_percent, args.threshold)
+    alpha = _named("--alpha", parse_alpha, args.alpha)
+    if args.html is not None:
+        page.check_folder(args.html)
+    store = sessions.storage(build_gate_settings({"baselines": args.baselines}), Path.cwd())
+    found = history.read(args.runs, store.resolve, args.reference)
+    impls = sorted({s.ident.impl for s in found.series})
+    if args.reference and args.reference not in impls:
+        raise OptionError(f"--reference {args.reference!r}: no such implementation in the "
+                          f"runs; available: {', '.join(impls) or 'none'}")
+    result = steps.find(found, alpha, threshold)
+    lines = steps.lines(found, result) if args.steps else []
+    if args.html is not None:
+        lines.append(f"page: {page.write(args.html, found, result, args.reference)}")
+    return lines, 1 if args.steps and result.steps else 0
+
+
 def run(args: argparse.Namespace, plots: ModuleType | None) -> tuple[Lines, int]:
+    if args.html is not None or args.steps:
+        return history_report(args)
     if args.plots is not None and plots is not None:
         check_plots_folder(args.plots)
     for flag in ("processes", "time"):
@@ -274,8 +315,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:  # a chart that cannot be written (a full disk, a folder removed)
         what = f" {exc.filename}" if exc.filename else ""
         why = exc.strerror or errno.errorcode.get(exc.errno or 0, str(exc))
-        print(f"{PROG}: error: cannot write{what}: {why}; free space or give another --plots "
-              "folder", file=sys.stderr)
+        print(f"{PROG}: error: cannot write{what}: {why}; free space or give another "
+              f"{'--html' if args.html is not None else '--plots'} folder", file=sys.stderr)
         return 2
     print("\n".join(lines))
     return status

@@ -17,7 +17,7 @@ import numpy as np
 
 from pytest_mlbench import stats, tables
 from pytest_mlbench.measuring import hostspeed
-from pytest_mlbench.storing.record import Measure, Record
+from pytest_mlbench.storing.record import Measure, Record, run_prior
 
 NEXT = f"next run {stats.PREDICTION:.0%}"
 HEADER = ("implementation", "step (ms)", NEXT, "normalised", NEXT,
@@ -40,11 +40,26 @@ def normalised_table(records: Iterable[Record], reference: str | None = None) ->
     """One block per ``Identity.group`` (first-seen order), rows fastest first; ``reference``
     (an impl such as ``jax-jit``) sets the 1.0 where the group has it, else the fastest does.
     Records without a measure (benchmarking disabled) are left out."""
+    found = normalised_blocks(records, reference)
+    lines: list[str] = []
+    for group, rows in found:
+        lines += [group, *tables.render(HEADER, rows, note=True, indent="  ")]
+    if any(shows_spread(row) for _, rows in found for row in rows):
+        lines.append(few_processes_line())
+    return lines
+
+
+def normalised_blocks(records: Iterable[Record], reference: str | None = None,
+                      ) -> list[tuple[str, list[list[str]]]]:
+    """The normalised table's cells: per group (first-seen order), its rows under ``HEADER``,
+    fastest first, as ``normalised_table`` prints them (the HTML page shows the same cells)."""
+    measured = [r for r in records if r.measure is not None]
+    prior = run_prior(r.measure for r in measured)  # three processes judged with the run's df
     groups: dict[str, list[tuple[Record, Measure, stats.Estimate]]] = {}
-    for record in records:
+    for record in measured:
         if record.measure is not None:
             groups.setdefault(record.identity.group, []).append(
-                (record, record.measure, record.measure.estimate()))
+                (record, record.measure, record.measure.estimate(prior)))
     blocks = []
     for members in groups.values():
         members.sort(key=lambda rme: rme[2].value)
@@ -52,16 +67,14 @@ def normalised_table(records: Iterable[Record], reference: str | None = None) ->
         blocks.append((members, ref))
     found = iter(relatives([(m, ref) for members, ref in blocks
                             for _, m, _ in members if m is not ref]))
-    lines: list[str] = []
-    few = False
-    for (group, _), (members, ref) in zip(groups.items(), blocks, strict=True):
-        body = [_cells(r.identity.impl, m, est, None if m is ref else next(found), ref)
-                for r, m, est in members]
-        few = few or any(est.processes < USABLE_PROCESSES for _, _, est in members)
-        lines += [group, *tables.render(HEADER, body, note=True, indent="  ")]
-    if few:
-        lines.append(few_processes_line())
-    return lines
+    return [(group, [_cells(r.identity.impl, m, est, None if m is ref else next(found), ref)
+                     for r, m, est in members])
+            for (group, _), (members, ref) in zip(groups.items(), blocks, strict=True)]
+
+
+def shows_spread(row: Sequence[str]) -> bool:
+    """A row whose step interval is the processes' spread (too few for an interval)."""
+    return row[2].startswith("spread")
 
 
 # fewer processes than this and a prediction interval says nothing: Student's t with one
