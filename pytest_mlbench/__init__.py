@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pytest_mlbench.builders import functional
     from pytest_mlbench.builders.steps import FunctionalSGD, StepTrainer, sgd_step, torch_value_and_grad
+    from pytest_mlbench.control import control_matmul
     from pytest_mlbench.workloads.catalogue import load_suite_file
     from pytest_mlbench.workloads.data import digest
     from pytest_mlbench.workloads.optim import Optimizer, adam, adamw, momentum, sgd
@@ -37,6 +38,7 @@ _HOME = {
     "functional": "pytest_mlbench.builders.functional",
     "load_suite_file": "pytest_mlbench.workloads.catalogue",
     "digest": "pytest_mlbench.workloads.data",
+    "control_matmul": "pytest_mlbench.control",  # the control benchmark's body (test_control.py)
     **dict.fromkeys(("Optimizer", "sgd", "momentum", "adam", "adamw"), "pytest_mlbench.workloads.optim"),
     # a Trainer around a hand-written step function, the level below the builders
     **dict.fromkeys(("StepTrainer", "FunctionalSGD", "sgd_step", "torch_value_and_grad"),
@@ -48,7 +50,7 @@ __all__ = [
     "__version__", "Workload", "Shape", "Task", "Tolerance", "Tolerances", "train", "infer",
     "transform", "Optimizer", "sgd", "momentum", "adam", "adamw", "load_suite_file",
     "functional", "Arrays", "digest",
-    "StepTrainer", "FunctionalSGD", "sgd_step", "torch_value_and_grad",
+    "StepTrainer", "FunctionalSGD", "sgd_step", "torch_value_and_grad", "control_matmul",
 ]
 
 

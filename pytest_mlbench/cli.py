@@ -36,7 +36,7 @@ from pytest_mlbench.reporting import machines as compare
 from pytest_mlbench.reporting import mfu, scaling
 from pytest_mlbench.reporting import normalised as report
 from pytest_mlbench.storing import compile_cache, fingerprint
-from pytest_mlbench.storing.baselines import BaselineError, is_explicit
+from pytest_mlbench.storing.baselines import BaselineError, is_explicit, resolve_anywhere
 from pytest_mlbench.storing.runs import Run, load_run
 
 PROG = "pytest-mlbench"
@@ -106,8 +106,10 @@ def init(args: argparse.Namespace) -> int:
 
 
 def load(ref: str, baselines: str) -> Run:
+    """RUN: a file, a name of this machine, or <machine-id>/<name> under --baselines, else
+    among the baselines this package ships (storing/baselines.py)."""
     settings = build_gate_settings({"baselines": baselines})
-    return load_run(sessions.storage(settings, Path.cwd()).resolve(ref))
+    return load_run(resolve_anywhere(sessions.storage(settings, Path.cwd()), ref))
 
 
 def plots_module() -> ModuleType | None:

@@ -1,10 +1,11 @@
 """``pytest-mlbench init``: the plugin set up in a user's own repository.
 
-It writes three things and overwrites none of them: the ``mlbench_suites`` setting (one line
+It writes four things and overwrites none of them: the ``mlbench_suites`` setting (one line
 added to the pytest configuration the project already uses, found as pytest finds it, every
 other line kept: configfile.py; a new pytest.ini when nothing configures pytest), the suites
-folder's test file (the two tests that ask for the plugin's fixtures) and example workloads to
-copy from: the least-squares ``example`` written here, or with ``--example NAME`` any workload
+folder's test file (the two tests that ask for the plugin's fixtures), the control benchmark
+(test_control.py: a fixed NumPy matmul timed in every session, which ``pytest-mlbench report
+--machines`` divides step times by; control.py) and example workloads to copy from: the least-squares ``example`` written here, or with ``--example NAME`` any workload
 folder the package ships (this repository's suites/, installed as pytest_mlbench/examples),
 with the folder it reuses (mlp_optim reuses mlp's). Every later workload is a folder beside
 them (ADDING_WORKLOADS.md).
@@ -41,6 +42,20 @@ def test_reference(mlbench_workload):
 def test_case(mlbench_case, benchmark):
     """Same start, checked result, audited timed rounds, checks after timing."""
     mlbench_case.run(benchmark)
+'''
+
+CONTROL_FILE = '''"""The control benchmark (pytest-mlbench): a fixed NumPy matmul timed in every session.
+pytest-mlbench report --machines divides step times by it ("control matmuls"), telling a
+slower machine from a slower framework. Keep it in a -k selection: -k "control or ..."."""
+
+import pytest
+
+from pytest_mlbench import control_matmul
+
+
+@pytest.mark.mlbench_main
+def test_control_matmul(benchmark):
+    control_matmul(benchmark)
 '''
 
 EXAMPLE_SPEC = '''"""Least squares by full-batch gradient descent: the example workload pytest-mlbench init
@@ -238,14 +253,17 @@ def plan(root: Path, suites: str, examples: Sequence[str] = (EXAMPLE,)) -> Plan:
     root = root.resolve()
     folder = root / suites
     lines: list[str] = []
-    test_file = folder / "test_workloads.py"
-    kept = test_file.is_file()
-    lines.append(f"{'kept' if kept else 'wrote'} {suites}/{test_file.name}"
-                 f"{' (already there)' if kept else ''}")
-    files = {} if kept else {test_file: TEST_FILE}
+    files: dict[Path, str] = {}
+    tests = {folder / "test_workloads.py": TEST_FILE, folder / "test_control.py": CONTROL_FILE}
+    for path, text in tests.items():
+        kept = path.is_file()
+        lines.append(f"{'kept' if kept else 'wrote'} {suites}/{path.name}"
+                     f"{' (already there)' if kept else ''}")
+        if not kept:
+            files[path] = text
     files.update(example_files(list(dict.fromkeys(examples)), folder, suites, lines))
     for top in dict.fromkeys(folder / p.relative_to(folder).parts[0] for p in files):
-        why = in_the_way(root, top, "the test file" if top == test_file else "an example")
+        why = in_the_way(root, top, "a test file" if top in tests else "an example")
         if why:
             raise InitError(f"{why}; nothing was written (remove it, or give another folder "
                             "with --suites)")

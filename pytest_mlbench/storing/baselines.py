@@ -13,6 +13,10 @@ baselines compare`` reads them), written with guarantees its own ``save`` lacks:
 - numbers past 9999 keep counting (``10000_a.json``).
 
 ``preflight`` checks everything knowable before a session runs. Reading is storing/runs.py's job.
+The baselines this package ships (``shipped_root``: the repository's committed ones, installed
+as pytest_mlbench/baselines) answer a ``<machine-id>/<name>`` the baselines folder lacks
+(``resolve_anywhere``), so ``pytest-mlbench report --machines amd-epyc-2c/main ...`` works from
+an installed package as from a clone.
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ from pathlib import Path
 
 from pytest_mlbench.storing.runs import BaselineError
 
-__all__ = ["BaselineError", "BaselineStorage", "Saved", "check_name", "is_explicit"]
+__all__ = ["BaselineError", "BaselineStorage", "Saved", "check_name", "is_explicit",
+           "resolve_anywhere", "shipped_root"]
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 PARTIAL = ".partial"
@@ -55,6 +60,32 @@ def check_name(name: str) -> str:
         raise BaselineError(f"baseline name {name!r}: names may not end in '{PARTIAL}' "
                             "(kept for runs saved from interrupted or failed sessions)")
     return name
+
+
+def shipped_root() -> Path | None:
+    """The committed baselines: pytest_mlbench/baselines in an installed package, the
+    repository's baselines/ in a clone; None when this installation has neither."""
+    here = Path(__file__).resolve().parents[1]
+    for folder in (here / "baselines", here.parent / "baselines"):
+        if any(folder.glob("*/[0-9]*.json")):
+            return folder
+    return None
+
+
+def resolve_anywhere(storage: BaselineStorage, ref: str) -> Path:
+    """``storage.resolve(ref)``; for a ``<machine-id>/<name>`` it lacks, the shipped one of
+    that name (the folder's own error when neither has it)."""
+    try:
+        return storage.resolve(ref)
+    except BaselineError as missing:
+        shipped = shipped_root()
+        machine = ref.rpartition("/")[0]
+        if not machine or is_explicit(ref) or shipped is None or shipped == storage.root:
+            raise
+        try:
+            return BaselineStorage(shipped, storage.machine_id).resolve(ref)
+        except BaselineError:
+            raise missing from None
 
 
 def is_explicit(ref: str) -> bool:

@@ -37,7 +37,7 @@ def test_init_sets_up_a_project_that_checks_times_and_gates_its_example(
 
     checked = _pytest(project, "benchmarks", "--mlbench-size=smoke", "--benchmark-disable")
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "2 passed" in checked.stdout
+    assert "3 passed" in checked.stdout  # the reference, the case and the control benchmark
 
     _git(project, "init", "-q")
     _git(project, "add", "-A")
@@ -74,6 +74,7 @@ def test_init_refuses_a_suites_folder_outside_the_project(tmp_path: Path, bad: s
 def test_a_configured_suites_folder_that_no_test_runs_gets_one_line(tmp_path: Path) -> None:
     assert cli.main(["init", str(tmp_path)]) == 0
     (tmp_path / "benchmarks" / "test_workloads.py").unlink()
+    (tmp_path / "benchmarks" / "test_control.py").unlink()
     (tmp_path / "test_other.py").write_text("def test_other():\n    pass\n")
     found = _pytest(tmp_path)
     lines = [line for line in found.stdout.splitlines() if line.startswith("mlbench:")]

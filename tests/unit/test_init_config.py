@@ -212,15 +212,18 @@ def test_example_copies_a_shipped_workload_with_the_one_it_reuses(
 
 
 def test_every_shipped_example_is_packaged_and_reads_alone(tmp_path: Path) -> None:
-    """pyproject.toml ships suites/ as pytest_mlbench/examples: every workload folder's files
-    match its package-data, and each example copied alone into an empty project is read by
-    the catalogue without a problem."""
+    """pyproject.toml ships each workload folder of suites/ as pytest_mlbench/examples/<name>
+    (and not suites/ itself: its test modules are this repository's), and each example copied
+    alone into an empty project is read by the catalogue without a problem."""
     import tomllib
 
-    setup = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["tool"][
-        "setuptools"]
+    repo = Path(__file__).parents[2]
+    setup = tomllib.loads((repo / "pyproject.toml").read_text())["tool"]["setuptools"]
     assert setup["package-dir"]["pytest_mlbench.examples"] == "suites"
-    assert set(setup["package-data"]["pytest_mlbench.examples"]) >= {"*/spec.py", "*/impl_*.py"}
+    folders = {p.parent.name for p in (repo / "suites").glob("*/spec.py")}
+    assert {p.removeprefix("pytest_mlbench.examples.") for p in setup["packages"]
+            if p.startswith("pytest_mlbench.examples.")} == folders
+    assert "pytest_mlbench.examples" not in setup["packages"]
     names = scaffold.shipped()
     assert {"cnn", "mlp", "mlp_optim", "vit_infer"} <= set(names)
     for name in names:
@@ -233,13 +236,13 @@ def test_every_shipped_example_is_packaged_and_reads_alone(tmp_path: Path) -> No
 
 
 def test_the_wheel_lists_every_package_of_the_tree() -> None:
-    """pyproject.toml names the packages (so that suites/ can ship as pytest_mlbench/examples):
+    """pyproject.toml names the packages (so that suites/ can ship as pytest_mlbench/examples/*):
     a new package folder must be named there too, or the wheel would leave it out."""
     import tomllib
 
     repo = Path(__file__).parents[2]
-    listed = set(tomllib.loads((repo / "pyproject.toml").read_text())["tool"]["setuptools"][
-        "packages"]) - {"pytest_mlbench.examples"}
+    listed = {p for p in tomllib.loads((repo / "pyproject.toml").read_text())["tool"][
+        "setuptools"]["packages"] if p.split(".")[1:2] not in (["examples"], ["baselines"])}
     tree = {".".join(p.parent.relative_to(repo).parts)
             for p in (repo / "pytest_mlbench").rglob("*.py") if "__pycache__" not in p.parts}
     assert listed == tree

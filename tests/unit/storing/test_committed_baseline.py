@@ -51,3 +51,22 @@ def test_the_committed_baseline_covers_this_versions_main_job() -> None:
     missing = sorted(main_job_cases() - recorded)
     assert not missing, (f"{files[-1].name} lacks {len(missing)} main-job case(s), "
                          f"{missing[:5]}...: re-record it (README)")
+
+
+def test_report_finds_a_committed_baseline_from_any_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """README's `report --machines amd-epyc-2c/main ...` outside a clone: a <machine-id>/<name>
+    the --baselines folder lacks is the shipped one (tests/sessions/test_wheel.py: from the
+    installed wheel); a name the folder lacks and nothing ships is the folder's own error."""
+    from pytest_mlbench import cli
+    from pytest_mlbench.storing import baselines
+
+    monkeypatch.chdir(tmp_path)  # no baselines/ here
+    machine = committed()[-1].parent.name
+    assert baselines.shipped_root() == BASELINES
+    assert cli.main(["report", f"{machine}/main"]) == 0
+    assert capsys.readouterr().out.startswith(str(committed()[-1]))
+    assert cli.main(["report", f"{machine}/nope"]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path}/baselines/{machine}: no baseline named 'nope'" in err
