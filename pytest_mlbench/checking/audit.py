@@ -189,7 +189,7 @@ def _flat_steps(states: Mapping[int, State]) -> dict[int, np.ndarray]:
     return {step: _flat(params) for step, (params, _) in states.items()}
 
 
-# the parent's clock against the worker's (pipeline.CaseRun.turn): each turn's command as the
+# the parent's clock against the worker's (case_run.CaseRun.turn): each turn's command as the
 # parent timed it, and as the worker's own clock (the one its rounds are timed with) spanned
 # it. Honest, they differ by the messages' transport and the threads' move to the timed
 # cores, well under a millisecond to a few; a busy host, or the parent's other threads

@@ -4,7 +4,7 @@ Variance lives between processes, so each case is sampled in ``processes`` passe
 with fresh workers (one framework per process: frameworks' thread pools never share a timed
 process). A pass alternates two kinds of phase, comparison group by comparison group:
 
-- **untimed** (``untimed.UntimedJobs``, one job per core at once, never two on one worker):
+- **untimed** (``untimed_jobs.UntimedJobs``, one job per core at once, never two on one worker):
   the previous group's audits and checks after timing, and this group's building, compiling
   and checks before timing. Nothing is timed, so the cores may be shared;
 - **timed**, alone: the matmul peaks, then the group's timed rounds interleaved in cycles, in
