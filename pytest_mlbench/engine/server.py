@@ -211,7 +211,8 @@ class CaseServer:
     def round(self, rounds: int, calls: int, keys: list[list[int]] | None = None,
               follows: bool = False) -> RoundsRan:
         """``rounds`` timed rounds of ``calls`` calls, every one read alike: its results,
-        made NumPy inside its clock, are kept here until the next ``round`` command (the
+        checked inside its clock and copied to NumPy after it (runners.py), are kept here
+        until the next ``round`` command (the
         last one longer: it is where the next command's first round started) and a digest of
         each goes back now, with the worker's serial number of the round. Which rounds are
         audited is decided in the parent, which fetches them afterwards (``fetch``) and

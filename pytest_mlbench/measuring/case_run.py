@@ -8,8 +8,10 @@ Every pass runs the same checks before timing, in a fresh process, against refer
 first pass computed (they are cached): every framework traces and compiles the same
 functions in the same order in every process (torch and numba load from the compile cache
 what the first pass, or an earlier run, compiled; XLA's processes all load or all compile:
-measuring/cache_plan.py). Every pass's timed rounds are audited: every round's results are made
-NumPy inside its clock and kept in the worker, a digest of each sent back with the turn;
+measuring/cache_plan.py). Every pass's timed rounds are audited: every round's reads are
+checked inside its clock (the framework's own arrays on the device, then one sync), and its
+results copied to NumPy after the clock stopped and kept in the worker, a digest of each sent
+back with the turn;
 which rounds are judged is drawn from a secret only this process holds (CaseRun.secret),
 and they are fetched after their turn and checked against the digests. Inference and
 transform probes, and training steps' batches, are keyed by secrets sent with each round
