@@ -9,7 +9,9 @@ each by its handler in COMMANDS (a case's commands by theirs in CASE_COMMANDS):
     Open(spec)                  build a case -> its handle
     OnCase(handle, command)     a CaseServer command (Start, Evaluate, Steps, Round, Fetch,
                                 Finish, ...), or ``Learn``: a warm-up round, repeated while the
-                                worker watches which threads work, then pins them
+                                worker watches which threads work, then pins them;
+                                ``Usage``: what a timed turn used and what the worker
+                                holds as it ends (engine/usage.py)
     Close(handle)               drop a case and collect its memory
     Peak(dtype)                 this framework's best matmul GFLOP/s at a dtype
 
@@ -29,7 +31,7 @@ from typing import Any, TypeVar
 
 from pytest_mlbench import frameworks
 from pytest_mlbench import threads as threading_
-from pytest_mlbench.engine import hostlimits
+from pytest_mlbench.engine import hostlimits, usage
 from pytest_mlbench.engine import protocol as p
 from pytest_mlbench.engine.server import CaseServer
 from pytest_mlbench.errors import Unavailable, Unsupported
@@ -81,6 +83,10 @@ class FrameworkWorker:
         warm = config.get("compiler", "cpu")  # the device the pool's compiled cases run on
         self._warm_up("cpu" if warm is True else str(warm or ""))
         release(self.cases, None)  # the framework's own objects, out of every later collection
+        # the thread controls as the session set them, and their setters watched from here
+        # on (before any implementation imports one): what every turn is read against
+        self.setting = usage.setting(config["framework"], config["threads"], self.timed_cores)
+        self.turns: dict[int, usage.Turn] = {}  # by case (id of its CaseServer)
         if self.moves:
             threading_.place(self.free_cores)
 
@@ -150,7 +156,7 @@ class FrameworkWorker:
             raise ValueError(f"unknown command {name!r} ({type(command).__name__}): this worker "
                              f"serves {sorted(c.name for c in COMMANDS)}")
         if not (isinstance(command, p.OnCase)
-                and isinstance(command.command, p.Round | p.BareLoop)):
+                and isinstance(command.command, p.Round | p.BareLoop | p.Usage)):
             self._off_timed_cores()  # a turn's rounds are over: its fetch, or anything else
         return handler(self, command)
 
@@ -176,6 +182,9 @@ class FrameworkWorker:
                              spec)
 
     def close_case(self, command: p.Close) -> p.Done:
+        case = self.cases.get(command.handle)
+        if case is not None:
+            self.turns.pop(id(case), None)
         release(self.cases, command.handle)
         return p.Done()
 
@@ -188,8 +197,23 @@ class FrameworkWorker:
 
     def round(self, case: CaseServer, command: p.Round) -> p.RoundsRan:
         if self.pinned.get("pinned"):
-            return run_rounds(case, command)
-        return self._on_timed_cores(lambda: run_rounds(case, command))
+            return self._turn_round(case, command)
+        return self._on_timed_cores(lambda: self._turn_round(case, command))
+
+    def _turn_round(self, case: CaseServer, command: p.Round) -> p.RoundsRan:
+        """A turn's first round (one that does not follow) begins the turn's reading of
+        child processes and threads (usage.Turn), on the case's cores, before its clock."""
+        if not command.follows:
+            self.turns.setdefault(id(case), usage.Turn()).begin()
+        return run_rounds(case, command)
+
+    def usage(self, case: CaseServer, command: p.Usage) -> p.TurnUsage:
+        """What the turn just run used and what the worker holds, read before anything
+        frees it from the case's cores (``__call__``)."""
+        turn = self.turns.get(id(case))
+        if turn is None:
+            raise AssertionError(f"{case.where}: asked what a turn used before any turn ran")
+        return turn.end(self.setting)
 
     def bare_loop(self, case: CaseServer, command: p.BareLoop) -> p.Seconds:
         """On the timed cores, as a round is."""
@@ -287,6 +311,7 @@ CASE_COMMANDS: dict[type[p.CaseCommand[Any]], Callable[[FrameworkWorker, CaseSer
     p.Round: FrameworkWorker.round,
     p.BareLoop: FrameworkWorker.bare_loop,
     p.Learn: FrameworkWorker.learn,
+    p.Usage: FrameworkWorker.usage,
     p.Fetch: _fetch,
     p.Finish: _finish,
     p.Pretouch: _pretouch,

@@ -113,6 +113,28 @@ class RoundsRan:
     between: float
     outside: float
     after: list[float] | None = None
+    # per round, the process's CPU seconds over every thread of the worker from just before its
+    # clock started to just after it stopped, and those of its children reaped meanwhile
+    # (engine/usage.py); ``usage_s``: what reading them cost the command (checking/cores.py)
+    cpu: list[float] | None = None
+    reaped: list[float] | None = None
+    usage_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class TurnUsage:
+    """What a timed turn used beyond its rounds' own threads, and what the worker holds as it
+    ends (engine/usage.Turn.end), for the parent to judge (checking/cores.py)."""
+
+    span: float  # seconds from the turn's first round to this reading, on the worker's clock
+    children_cpu: float  # CPU seconds its child processes used over ``span``, live and reaped
+    children: dict[int, str]  # the child processes that ran over the turn: pid -> name
+    widened: dict[str, list[int]]  # each thread or child that may leave ``cores``: its cores
+    cores: list[int]  # the case's cores, where the turn ran
+    controls: dict[str, tuple[int, int]]  # each thread control that changed: (now, as set)
+    set_while_timed: dict[str, int]  # calls that changed a control while timed: how many
+    new_threads: dict[int, str]  # threads held that were not when timing began: tid -> name
+    new_processes: dict[int, str]  # the same of child processes
 
 
 @dataclass(frozen=True)
@@ -286,6 +308,14 @@ class Learn(CaseCommand[RoundsRan]):
     round: Round
     pin: bool
     name: ClassVar[str] = "learn"
+
+
+@dataclass(frozen=True)
+class Usage(CaseCommand[TurnUsage]):
+    """Sent after a timed turn's rounds, before anything else: what the turn used and what
+    the worker holds, read while it is still on the case's cores."""
+
+    name: ClassVar[str] = "usage"
 
 
 @dataclass(frozen=True)

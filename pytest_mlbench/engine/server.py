@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_mlbench.engine import allocator, runners
+from pytest_mlbench.engine import allocator, runners, usage
 from pytest_mlbench.engine.protocol import (
     Evaluation,
     Fetched,
@@ -236,21 +236,32 @@ class CaseServer:
         # its work after each round's clock (the results' host copies and digests)
         between, outside, ended = 0.0, 0.0, None
         after: list[float] = []
+        cpu: list[float] = []
+        reaped: list[float] = []
+        usage_s = 0.0
         if not follows:
             kept_last = self.stash.get(self.serial)
             self.stash = {} if kept_last is None else {self.serial: kept_last}
         # before the clock: the heap as a pre-touch left it, if another case changed it since
         again = None if follows else allocator.pretouch_again()
-        with self.phase("timing"), self._where():
+        with self.phase("timing"), self._where(), usage.WATCH.timed():
             guard = self._guard()
             for r in range(rounds):
                 call_keys = keys[r] if keys else [0] * calls
                 before = allocator.minor_faults()
+                # what the round used (checking/cores.py): every thread's CPU, and its
+                # reaped children's, read on either side of its clock
+                read_at = runners.time.perf_counter()
+                kids, start_cpu = usage.reaped(), runners.process_time()
                 start = runners.time.perf_counter()
                 took, outs, tail = runners.timed_round(self.runner, call_keys, guard,
                                                        self.prepare)
                 end = runners.time.perf_counter()
                 end_cpu = runners.process_time()
+                kids = usage.reaped() - kids
+                usage_s += start - read_at + runners.time.perf_counter() - end
+                cpu.append(end_cpu - start_cpu)
+                reaped.append(kids)
                 between += 0.0 if ended is None else start - ended
                 outside += end - start - took
                 faults.append(allocator.minor_faults() - before)
@@ -276,12 +287,13 @@ class CaseServer:
         return RoundsRan(seconds=seconds, serials=serials, digests=digests, faults=faults,
                          steps=steps, pretouched=again,
                          span=runners.time.perf_counter() - began, between=between,
-                         outside=outside, after=after)
+                         outside=outside, after=after, cpu=cpu, reaped=reaped,
+                         usage_s=usage_s)
 
     def bare_loop(self, keys: list[int]) -> Seconds:
         """The built step over ``keys`` in a plain loop (runners.bare_loop), after the audited
         rounds: nothing may compile here either."""
-        with self.phase("timing"), self._where():
+        with self.phase("timing"), self._where(), usage.WATCH.timed():
             return Seconds(runners.bare_loop(self.runner, keys, self.prepare))
 
     def _result(self, outs: list[Any], tail: Any) -> Any:

@@ -103,6 +103,7 @@ def test_a_worker_answers_every_case_command_with_its_reply_type() -> None:
         expected: list[tuple[p.CaseCommand[Any], type]] = [
             (p.Start(), p.Started), (p.Evaluate(0), p.Gradient), (p.Steps(2), p.Stepped),
             (p.Learn(p.Round(1, 2), pin=False), p.RoundsRan), (p.Round(2, 2), p.RoundsRan),
+            (p.Usage(), p.TurnUsage),
             (p.Fetch([(0, None), (1, None)]), p.Fetched), (p.Pretouch(), p.Heap),
             (p.CompiledSeconds(), p.Seconds), (p.MeasurePeakMemory(), p.PeakMemory),
             (p.Finish(True), p.Finished)]
