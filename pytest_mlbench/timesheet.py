@@ -37,6 +37,7 @@ ACTIVITIES: dict[str, str] = {
     "timed": "timed rounds (recorded)",
     "dropped": "timed rounds (dropped)",
     "turns": "turn overhead (messages, digests)",
+    "cores": "cores used and thread controls read (rounds, turns)",
     "audits": "audits (fetch and judge)",
     "checks_after": "checks after timing",
     "waiting": "waiting (oracle, shared references)",

@@ -35,7 +35,7 @@ from typing import Any, TypeVar, cast
 
 import numpy as np
 
-from pytest_mlbench.checking import audit, phases
+from pytest_mlbench.checking import audit, cores, phases
 from pytest_mlbench.checking.asserts import assert_identical, assert_threads
 from pytest_mlbench.engine import protocol as p
 from pytest_mlbench.engine.pools import FrameworkPool
@@ -334,12 +334,15 @@ class CaseRun:
             self._ran([r], part[0], keys)
             parts.append(part)
         reply = joined(parts)
+        with spend("cores"):  # read while the worker is still on the case's cores
+            used = self.pool.case(self.handle, p.Usage())
         seconds = [max(col) for col in zip(*(r.seconds for r in reply), strict=True)]
         faults = [max(col) for col in zip(*(r.faults for r in reply), strict=True)]
         # the turn is the caller's "turns"; its rounds' own seconds are charged apart
         charge("timed", sum(seconds[discard:]), instead_of="turns")
         charge("dropped", sum(seconds[:discard]), instead_of="turns")
         self._clocked(took, reply, seconds, commands=total)
+        self._judge_cores(reply, used, numbers)
         with spend("audits"):
             self._fetch(numbers)
         self._pretouched_again([r.pretouched for r in reply if r.pretouched])
@@ -375,6 +378,19 @@ class CaseRun:
             clock["after_s"] = float(np.median(self.afters))
             clock["round_median_s"] = float(np.median(self.round_seconds))
         clock["after_bounded"] = float(self.ctx.cid.device == "cpu")
+
+    def _judge_cores(self, reply: Sequence[p.RoundsRan], used: Sequence[p.TurnUsage],
+                     numbers: Sequence[int]) -> None:
+        """The turn's cores used and the controls its workers hold (checking/cores.py);
+        the largest ratio of cores used to the case's threads, and what reading it cost
+        the worker's rounds, kept."""
+        charge("cores", max(r.usage_s for r in reply), instead_of="turns")
+        ratio = cores.assert_turn(reply, used, numbers, threads=self.expected_threads(),
+                                  device=self.ctx.cid.device, where=self.ctx.where)
+        clock = self.clock
+        clock["cores_ratio"] = max(float(clock.get("cores_ratio", 0.0)), ratio)
+        held = max(len(u.new_threads) + len(u.new_processes) for u in used)
+        clock["held_new"] = max(int(clock.get("held_new", 0)), held)
 
     def bare_loop(self) -> None:
         """The built step in a plain loop, right after a turn (the worker warm, alone on the
@@ -474,6 +490,7 @@ class CaseRun:
         with spend("audits"):
             uncounted = self._audit()
         with spend("checks_after"):
+            self._controls_kept()
             memory = self._ask(p.MeasurePeakMemory()).found if self.full else None
             done = self._ask(p.Finish(self.full, profile=self.timed))
             phases.check_finish(self.ctx, done)
@@ -492,6 +509,15 @@ class CaseRun:
             first_call_s=(self.checked_step_s[0] if self.checked_step_s else None)
             if self.full else None,
             peak_memory=memory)
+
+    def _controls_kept(self) -> None:
+        """Every thread control the framework reports, read in full again after timing,
+        as the session set it (checking/cores.py; each turn read the cheap ones)."""
+        if self.rounds_done < 1:
+            return
+        for before, info in zip(self.workers, self.pool.worker_info(), strict=True):
+            cores.assert_controls_kept(before["threads"], info.threads, self.expected_threads(),
+                                       where=self.ctx.where)
 
     def _audit(self) -> list[int]:
         """The audited rounds judged, the last state counted, the clocks compared; the rounds
@@ -587,7 +613,10 @@ def joined(parts: Sequence[Sequence[p.RoundsRan]]) -> list[p.RoundsRan]:
             span=sum(float(m.span) for m in mine),
             between=sum(float(m.between) for m in mine),
             outside=sum(float(m.outside) for m in mine),
-            after=[v for m in mine for v in (m.after or [])]))
+            after=[v for m in mine for v in (m.after or [])],
+            cpu=[v for m in mine for v in (m.cpu or [])],
+            reaped=[v for m in mine for v in (m.reaped or [])],
+            usage_s=sum(float(m.usage_s) for m in mine)))
     return ranks
 
 

@@ -38,6 +38,11 @@ class FakePool:
         self.pretouched = list(pretouched)  # what each turn's pre-touch check did
         self.bare: list[list[int]] = []  # each bare loop's keys
         self.serial = 0
+        self.info: list[Any] = []
+
+    @staticmethod
+    def per_worker_threads(world: int) -> int:
+        return 1
 
     def case(self, handle: int, command: Any, timeout: float | None = None) -> list[Any]:
         if isinstance(command, protocol.Fetch):
@@ -46,6 +51,8 @@ class FakePool:
         if isinstance(command, protocol.BareLoop):
             self.bare.append(list(command.keys))
             return [protocol.Seconds(0.5)]
+        if isinstance(command, protocol.Usage):  # nothing used past the case's cores
+            return [protocol.TurnUsage(0.0, 0.0, {}, {}, [0], {}, {}, {}, {})]
         assert isinstance(command, protocol.Round)
         total, follows = command.rounds, command.follows
         self.calls.append((self.serial + 1, total))

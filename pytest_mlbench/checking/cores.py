@@ -1,0 +1,139 @@
+"""Fair while timed (issue 56): the cores a timed round used, and the thread controls, CPU
+affinity, threads and child processes its worker holds, against what the session set.
+
+The threads are verified before timing (asserts.assert_threads); these checks hold the rule
+while the clock runs. A worker's turn runs with every thread placed on the case's cores, so
+an honest round cannot use more of them than it has: a round that did left the cores (an
+affinity widened, a child process started elsewhere), and is judged by its CPU time over its
+wall time, whatever the framework's own threads (interop pools, dispatch threads, XLA's and
+TensorFlow's pools) do inside the cores. The worker reads (engine/usage.py); this module judges,
+each finding one clause of one line:
+
+- ``assert_turn``: after every turn, every round's cores used (its threads' CPU time over its
+  wall time, and its child processes' over the turn) within the case's threads times
+  (1 + MARGIN); no thread control set to another count while timed, nor changed when the
+  turn ends; no thread, nor child process that ran, allowed past the case's cores. Threads
+  and child processes held that were not when timing began are named with any finding.
+- ``assert_controls_kept``: at a case's end, every control the framework reports (the full
+  read, every BLAS and OpenMP library loaded by then) as the session set it.
+
+A GPU case's worker runs on every core of the session and its rounds' host CPU is not judged
+(the thread rule is for CPU compute, docs/MEASURING.md); its controls and affinity are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pytest_mlbench.engine import protocol as p
+
+# A round's cores may exceed the case's threads by this share: CPU time and wall time are read
+# a few microseconds apart, and confined to its cores an honest round reads at most 1.00 of
+# them (largest honest ratio and the runs: docs/MEASURING.md, "Equal threads")
+MARGIN = 0.15
+# and by this much CPU time in any round: the readings on either side of a short round (a
+# smoke shape's rounds last tens of microseconds in a session that times nothing)
+SLACK_S = 50e-6
+SHOWN = 4  # names shown of a list
+
+
+def cores_used(ran: p.RoundsRan, usage: p.TurnUsage) -> list[tuple[float, float]]:
+    """Per round of one worker's turn: the cores its threads used (CPU time over wall time,
+    with the children it reaped), and those its child processes used over the turn (live and
+    reaped, over the turn's span: a child's CPU is read once a turn, not per round)."""
+    if not ran.cpu or len(ran.cpu) != len(ran.seconds):
+        return []
+    children = usage.children_cpu / usage.span if usage.span > 0 else 0.0
+    found = []
+    for s, cpu, kids in zip(ran.seconds, ran.cpu, ran.reaped or [0.0] * len(ran.cpu),
+                            strict=True):
+        wall = max(float(s), 1e-9)
+        found.append((cpu / wall, max(children, kids / wall)))
+    return found
+
+
+def assert_turn(replies: Sequence[p.RoundsRan], usages: Sequence[p.TurnUsage],
+                numbers: Sequence[int], *, threads: int, device: str, where: str) -> float:
+    """Every rank's turn (rounds ``numbers``) within the case's ``threads`` and the session's
+    controls; returns the largest ratio of cores used to ``threads`` over its rounds."""
+    worst = 0.0
+    for rank, (ran, usage) in enumerate(zip(replies, usages, strict=True)):
+        used = cores_used(ran, usage)
+        found = [_cores(used, ran, usage, numbers, threads)] if device == "cpu" else []
+        found += _held(usage, threads)
+        problems = [f for f in found if f]
+        if problems:
+            named = _named(usage)
+            label = f" (rank {rank})" if len(replies) > 1 else ""
+            raise AssertionError(f"{where}{label} timed turn of rounds {numbers[0]}-"
+                                 f"{numbers[-1]}: " + "; ".join([*problems, *named]))
+        worst = max([worst, *((t + c) / threads for t, c in used)])
+    return worst
+
+
+def _cores(used: Sequence[tuple[float, float]], ran: p.RoundsRan, usage: p.TurnUsage,
+           numbers: Sequence[int], threads: int) -> str:
+    """The round that used the most cores past the case's, if any did."""
+    over = []
+    for i, (own, children) in enumerate(used):
+        bound = threads * (1 + MARGIN) + SLACK_S / max(float(ran.seconds[i]), 1e-9)
+        if own + children > bound:
+            over.append((own + children - bound, i, own, children, bound))
+    if not over:
+        return ""
+    _, i, own, children, bound = max(over)
+    return (f"round {numbers[i]} used {own + children:.2f} cores where the case has {threads} "
+            f"thread(s) (at most {bound:.2f} with the margin): {own:.2f} in the worker's "
+            f"threads, {children:.2f} in its child processes"
+            + (f" ({_names(usage.children)} ran)" if usage.children else ""))
+
+
+def _held(usage: p.TurnUsage, threads: int) -> list[str]:
+    found = []
+    if usage.set_while_timed:
+        calls = ", ".join(f"{what} ({n} call{'s' if n > 1 else ''})"
+                          for what, n in sorted(usage.set_while_timed.items()))
+        found.append(f"thread controls set while timed: {calls}, where the session set "
+                     f"{threads} thread(s) on cores {usage.cores}")
+    found += [f"{what} reads {now} after the turn, {was} as the session set it"
+              for what, (now, was) in sorted(usage.controls.items())]
+    found += [f"{who} may run on cores {mask}, the case's are {usage.cores}"
+              for who, mask in sorted(usage.widened.items())]
+    return found
+
+
+def _named(usage: p.TurnUsage) -> list[str]:
+    """Threads and child processes held now that were not when timing began."""
+    found = []
+    if usage.new_threads:
+        found.append(f"{len(usage.new_threads)} thread(s) held that were not when timing "
+                     f"began: {_names(usage.new_threads)}")
+    if usage.new_processes:
+        found.append(f"{len(usage.new_processes)} child process(es) held that were not when "
+                     f"timing began: {_names(usage.new_processes)}")
+    return found
+
+
+def _names(ids: Mapping[int, str]) -> str:
+    shown = [f"{i} ({name})" for i, name in sorted(ids.items())[:SHOWN]]
+    more = len(ids) - SHOWN
+    return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
+
+
+def assert_controls_kept(before: Mapping[str, Any], after: Mapping[str, Any], threads: int,
+                         *, where: str = "") -> None:
+    """At a case's end, every thread control the framework reports (``after``, the adapter's
+    full read: every BLAS and OpenMP library loaded by then) as the session set it: a count
+    equal to ``threads``, any other value (a policy's interop count) as read before timing
+    (``before``)."""
+    changed = []
+    for what, now in sorted(after.items()):
+        if isinstance(now, int) and not isinstance(now, bool):
+            if now != threads:
+                changed.append(f"{what}={now} (the session set {threads})")
+        elif what in before and now != before[what]:
+            changed.append(f"{what}={now} ({before[what]} before timing)")
+    if changed:
+        raise AssertionError(f"{where}: thread controls changed by the end of timing: "
+                             + ", ".join(changed))
