@@ -31,8 +31,8 @@ SIZES = ("smoke", "default", "paper", "gpu")  # gpu: only the workloads that hav
 AFFINITIES = ("off", "pin")
 AUTO = ("auto",)  # --mlbench-precision left unset: a workload's default_precisions apply
 FALLBACK_PRECISION = "fp32"  # for workloads that declare no default precision
-# Three keep the main job (-m mlbench_main) near ten minutes on 2 cores; the A/B gate's
-# workflow asks for five (a paired t-test on two degrees of freedom has little power).
+# Three keep the main job (-m mlbench_main) short (its minutes: docs/MEASURING.md); the A/B
+# gate's workflow asks for five (a paired t-test on two degrees of freedom has little power).
 DEFAULT_PROCESSES = 3
 GATE_PROCESSES = 5
 MAX_WORKERS = 1024
