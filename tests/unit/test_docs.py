@@ -11,7 +11,7 @@ The rule, kept narrow so that prose, JSON paths, variables and other libraries p
   word is not a name the package or the suites import (``torch.amp.GradScaler``,
   ``nn.Linear``: another library's);
 - its longest prefix must be a module or package of pytest_mlbench, by its dotted path or by
-  its own name (``case_run``); the next word defined at the module's top level or in one of its
+  its own name (``case_run``), or the package root's public name (``pytest_mlbench.Workload``); the next word defined at the module's top level or in one of its
   classes (a method, an attribute: ``campaign._slots``), and a word after a class in that
   class. A class cited from a module that is gone (``pipeline.CaseRun``) fails the first.
 """
@@ -28,7 +28,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "pytest_mlbench"
-DOCS = sorted([REPO / "README.md", REPO / "ADDING_WORKLOADS.md", *(REPO / "docs").glob("*.md")])
+DOCS = sorted([REPO / "README.md", REPO / "ADDING_WORKLOADS.md", REPO / "CHANGELOG.md",
+               *(REPO / "docs").glob("*.md")])
 CITATION = re.compile(r"(?<![\w./\\-])([a-z_][a-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+)(?![\w/-])")
 CLASS = re.compile(r"^[A-Z][A-Za-z0-9]*[a-z][A-Za-z0-9]*$")
 
@@ -57,6 +58,12 @@ def imported_names() -> frozenset[str]:
                 if isinstance(node, ast.ImportFrom) and node.module and not node.level:
                     names.add(node.module.split(".")[0])
     return frozenset(names - {"pytest_mlbench", *(m.split(".")[-1] for m in modules())})
+
+
+def public_names() -> list[str]:
+    import pytest_mlbench
+
+    return list(pytest_mlbench.__all__)
 
 
 @cache
@@ -106,6 +113,8 @@ def problem(citation: str) -> str | None:
     if not ours and (words[0] in imported_names() or not any(map(CLASS.match, words))):
         return None
     words = words[1:] if ours else words
+    if ours and len(words) == 1 and words[0] in public_names():
+        return None
     for k in range(len(words), 0, -1):
         mods = _candidates(".".join(words[:k]))
         if mods:
@@ -160,6 +169,7 @@ def test_every_module_name_the_docs_and_docstrings_cite_exists() -> None:
     ("record.Record.no_such_field", "storing.record.Record has no no_such_field"),
     ("pytest_mlbench.measuring.campaign._no_such", "measuring.campaign defines no _no_such"),
     ("engine.workers.Side", "engine has no module workers"),
+    ("pytest_mlbench.control_matmull", "no module 'control_matmull' in pytest_mlbench"),
 ])
 def test_a_citation_of_nothing_is_found(cited: str, why: str) -> None:
     assert problem(cited) == why
@@ -168,6 +178,7 @@ def test_a_citation_of_nothing_is_found(cited: str, why: str) -> None:
 @pytest.mark.parametrize("cited", [
     "case_run.CaseRun", "pytest_mlbench.workloads.case.CaseId", "record.Record.identity",
     "pytest_mlbench.measuring.campaign._slots", "pytest_mlbench.reporting.plots",
+    "pytest_mlbench.control_matmul", "pytest_mlbench.Workload",  # the root's public names
     "torch.amp.GradScaler", "nn.Linear", "jax.jit",  # other libraries'
     "spec.py", "e.g", "stats.data", "qkv_w.T", "spec.world",  # files, prose, JSON, variables
 ])
