@@ -4,10 +4,10 @@ project, the check it prints run as printed, a timed run of its example, and tha
 beside the committed baseline by ``report --machines`` with the control matmuls the control
 benchmark gives.
 
-Offline and quick (about 20 s on 2 cores): the wheel is built without build isolation by this
-environment's setuptools from a copy of the files it ships, installed with ``--no-deps``, and
-the new environment reads this one's other packages (pytest, NumPy, the frameworks) through a
-folder of links to them, each but this package's own installed copy.
+Offline and quick: the wheel is built without build isolation by this environment's
+setuptools from a copy of the files it ships, installed with ``--no-deps``, and the new
+environment reads this one's other packages (pytest, NumPy, the frameworks) through a folder
+of links to them, each but this package's own installed copy.
 """
 
 from __future__ import annotations
