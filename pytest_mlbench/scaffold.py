@@ -5,8 +5,9 @@ added to the pytest configuration the project already uses, found as pytest find
 other line kept: configfile.py; a new pytest.ini when nothing configures pytest), the suites
 folder's test file (the two tests that ask for the plugin's fixtures), the control benchmark
 (test_control.py: a fixed NumPy matmul timed in every session, which ``pytest-mlbench report
---machines`` divides step times by; control.py) and example workloads to copy from: the least-squares ``example`` written here, or with ``--example NAME`` any workload
-folder the package ships (this repository's suites/, installed as pytest_mlbench/examples),
+--machines`` divides step times by; control.py) and example workloads to copy from: the
+least-squares ``example`` written here, or with ``--example NAME`` any workload folder the
+package ships (each of this repository's suites/, installed as pytest_mlbench/examples/NAME),
 with the folder it reuses (mlp_optim reuses mlp's). Every later workload is a folder beside
 them (ADDING_WORKLOADS.md).
 

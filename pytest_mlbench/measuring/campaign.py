@@ -40,8 +40,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 
-from pytest_mlbench import threads as threading_
 from pytest_mlbench import owned, timesheet, variants
+from pytest_mlbench import threads as threading_
 from pytest_mlbench.checking import phases
 from pytest_mlbench.checking.asserts import tolerances
 from pytest_mlbench.checking.oracle_client import OracleService

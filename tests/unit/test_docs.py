@@ -10,10 +10,11 @@ The rule, kept narrow so that prose, JSON paths, variables and other libraries p
   name (a CamelCase word: ``CaseRun``, ``Side``; not ``T`` or ``MLBENCH``), and whose first
   word is not a name the package or the suites import (``torch.amp.GradScaler``,
   ``nn.Linear``: another library's);
-- its longest prefix must be a module or package of pytest_mlbench, by its dotted path or by
-  its own name (``case_run``), or the package root's public name (``pytest_mlbench.Workload``); the next word defined at the module's top level or in one of its
-  classes (a method, an attribute: ``campaign._slots``), and a word after a class in that
-  class. A class cited from a module that is gone (``pipeline.CaseRun``) fails the first.
+- it must name the package root's public name (``pytest_mlbench.Workload``), or its longest
+  prefix must be a module or package of pytest_mlbench, by its dotted path or by its own name
+  (``case_run``), the next word defined at the module's top level or in one of its classes (a
+  method, an attribute: ``campaign._slots``), and a word after a class in that class. A class
+  cited from a module that is gone (``pipeline.CaseRun``) fails there.
 """
 
 from __future__ import annotations
