@@ -38,19 +38,16 @@ SLACK_S = 50e-6
 SHOWN = 4  # names shown of a list
 
 
-def cores_used(ran: p.RoundsRan, usage: p.TurnUsage) -> list[tuple[float, float]]:
-    """Per round of one worker's turn: the cores its threads used (CPU time over wall time,
-    with the children it reaped), and those its child processes used over the turn (live and
-    reaped, over the turn's span: a child's CPU is read once a turn, not per round)."""
-    if not ran.cpu or len(ran.cpu) != len(ran.seconds):
+def cores_used(ran: p.RoundsRan, usage: p.TurnUsage) -> list[tuple[float, float, float]]:
+    """Per round of one worker's turn: the cores its threads used (CPU time over the wall time
+    it was read over), those its child processes used over the turn (live and reaped, over
+    the turn's span: a child's CPU is read as a turn begins and ends, not per round), and
+    that wall time."""
+    if not ran.cpu or not ran.cpu_wall or len(ran.cpu) != len(ran.cpu_wall):
         return []
     children = usage.children_cpu / usage.span if usage.span > 0 else 0.0
-    found = []
-    for s, cpu, kids in zip(ran.seconds, ran.cpu, ran.reaped or [0.0] * len(ran.cpu),
-                            strict=True):
-        wall = max(float(s), 1e-9)
-        found.append((cpu / wall, max(children, kids / wall)))
-    return found
+    return [(cpu / max(float(wall), 1e-9), children, float(wall))
+            for cpu, wall in zip(ran.cpu, ran.cpu_wall, strict=True)]
 
 
 def assert_turn(replies: Sequence[p.RoundsRan], usages: Sequence[p.TurnUsage],
@@ -60,7 +57,7 @@ def assert_turn(replies: Sequence[p.RoundsRan], usages: Sequence[p.TurnUsage],
     worst = 0.0
     for rank, (ran, usage) in enumerate(zip(replies, usages, strict=True)):
         used = cores_used(ran, usage)
-        found = [_cores(used, ran, usage, numbers, threads)] if device == "cpu" else []
+        found = [_cores(used, usage, numbers, threads)] if device == "cpu" else []
         found += _held(usage, threads)
         problems = [f for f in found if f]
         if problems:
@@ -68,16 +65,16 @@ def assert_turn(replies: Sequence[p.RoundsRan], usages: Sequence[p.TurnUsage],
             label = f" (rank {rank})" if len(replies) > 1 else ""
             raise AssertionError(f"{where}{label} timed turn of rounds {numbers[0]}-"
                                  f"{numbers[-1]}: " + "; ".join([*problems, *named]))
-        worst = max([worst, *((t + c) / threads for t, c in used)])
+        worst = max([worst, *((t + c) / threads for t, c, _ in used)])
     return worst
 
 
-def _cores(used: Sequence[tuple[float, float]], ran: p.RoundsRan, usage: p.TurnUsage,
+def _cores(used: Sequence[tuple[float, float, float]], usage: p.TurnUsage,
            numbers: Sequence[int], threads: int) -> str:
     """The round that used the most cores past the case's, if any did."""
     over = []
-    for i, (own, children) in enumerate(used):
-        bound = threads * (1 + MARGIN) + SLACK_S / max(float(ran.seconds[i]), 1e-9)
+    for i, (own, children, wall) in enumerate(used):
+        bound = threads * (1 + MARGIN) + SLACK_S / max(wall, 1e-9)
         if own + children > bound:
             over.append((own + children - bound, i, own, children, bound))
     if not over:

@@ -113,11 +113,12 @@ class RoundsRan:
     between: float
     outside: float
     after: list[float] | None = None
-    # per round, the process's CPU seconds over every thread of the worker from just before its
-    # clock started to just after it stopped, and those of its children reaped meanwhile
-    # (engine/usage.py); ``usage_s``: what reading them cost the command (checking/cores.py)
+    # per round, the process's CPU seconds over every thread of the worker, read just before
+    # its clock started and just after it stopped, and the wall seconds between those two
+    # clock readings (its guard's entry and exit included, which ``seconds`` leaves out);
+    # ``usage_s``: what the readings added cost the command (checking/cores.py)
     cpu: list[float] | None = None
-    reaped: list[float] | None = None
+    cpu_wall: list[float] | None = None
     usage_s: float = 0.0
 
 

@@ -237,7 +237,7 @@ class CaseServer:
         between, outside, ended = 0.0, 0.0, None
         after: list[float] = []
         cpu: list[float] = []
-        reaped: list[float] = []
+        cpu_wall: list[float] = []
         usage_s = 0.0
         if not follows:
             kept_last = self.stash.get(self.serial)
@@ -249,19 +249,18 @@ class CaseServer:
             for r in range(rounds):
                 call_keys = keys[r] if keys else [0] * calls
                 before = allocator.minor_faults()
-                # what the round used (checking/cores.py): every thread's CPU, and its
-                # reaped children's, read on either side of its clock
+                # what the round used (checking/cores.py): every thread's CPU time, read on
+                # either side of its clock (after it, for ``after`` below too)
                 read_at = runners.time.perf_counter()
-                kids, start_cpu = usage.reaped(), runners.process_time()
+                start_cpu = runners.process_time()
                 start = runners.time.perf_counter()
                 took, outs, tail = runners.timed_round(self.runner, call_keys, guard,
                                                        self.prepare)
                 end = runners.time.perf_counter()
                 end_cpu = runners.process_time()
-                kids = usage.reaped() - kids
-                usage_s += start - read_at + runners.time.perf_counter() - end
+                usage_s += start - read_at
                 cpu.append(end_cpu - start_cpu)
-                reaped.append(kids)
+                cpu_wall.append(end - start)
                 between += 0.0 if ended is None else start - ended
                 outside += end - start - took
                 faults.append(allocator.minor_faults() - before)
@@ -287,7 +286,7 @@ class CaseServer:
         return RoundsRan(seconds=seconds, serials=serials, digests=digests, faults=faults,
                          steps=steps, pretouched=again,
                          span=runners.time.perf_counter() - began, between=between,
-                         outside=outside, after=after, cpu=cpu, reaped=reaped,
+                         outside=outside, after=after, cpu=cpu, cpu_wall=cpu_wall,
                          usage_s=usage_s)
 
     def bare_loop(self, keys: list[int]) -> Seconds:

@@ -221,8 +221,23 @@ def task_ids(pid: int | str = "self") -> list[int]:
         return []
 
 
+def has_children() -> bool:
+    """Whether this process has a child, live or ended and not yet waited for: one waitid that
+    waits for nothing (WNOHANG, WNOWAIT), ECHILD when there is none. A worker that starts no
+    process, every honest one, walks no /proc for its children."""
+    if not hasattr(os, "waitid"):
+        return True
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    return True
+
+
 def descendants(tids: Iterable[int]) -> list[int]:
     """Every process started by this one's threads ``tids``, and by those, down the tree."""
+    if not has_children():
+        return []
     found: list[int] = []
     todo = [("self", list(tids))]
     while todo:
@@ -275,9 +290,10 @@ class Turn:
 
     def begin(self) -> None:
         """A turn's first round is about to run (the worker on the case's cores)."""
-        tids = set(task_ids())
+        first = self.tids is None
+        tids = set(task_ids()) if first or has_children() else set()
         kids = descendants(tids)
-        if self.tids is None:
+        if first:
             self.tids, self.pids = tids, set(kids)
             WATCH.taken()  # another case's calls are not this one's
         self.children = {k: process_cpu(k) for k in kids}

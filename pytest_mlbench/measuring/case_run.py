@@ -615,7 +615,7 @@ def joined(parts: Sequence[Sequence[p.RoundsRan]]) -> list[p.RoundsRan]:
             outside=sum(float(m.outside) for m in mine),
             after=[v for m in mine for v in (m.after or [])],
             cpu=[v for m in mine for v in (m.cpu or [])],
-            reaped=[v for m in mine for v in (m.reaped or [])],
+            cpu_wall=[v for m in mine for v in (m.cpu_wall or [])],
             usage_s=sum(float(m.usage_s) for m in mine)))
     return ranks
 

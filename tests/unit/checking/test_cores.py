@@ -17,13 +17,13 @@ WHERE = "numpy eager (mlp-numpy-eager-cpu-fp32)"
 NUMBERS = [4, 5, 6]
 
 
-def ran(cpu: list[float], seconds: list[float] | None = None,
-        reaped: list[float] | None = None) -> p.RoundsRan:
-    seconds = seconds or [0.01] * len(cpu)
+def ran(cpu: list[float], walls: list[float] | None = None) -> p.RoundsRan:
+    """Rounds whose threads used ``cpu`` seconds over ``walls`` (10 ms each by default)."""
+    walls = walls or [0.01] * len(cpu)
     n = len(cpu)
-    return p.RoundsRan(seconds=seconds, serials=list(range(n)), digests=[None] * n,
-                       faults=[0] * n, steps=[0] * n, pretouched=None, span=sum(seconds),
-                       between=0.0, outside=0.0, cpu=cpu, reaped=reaped or [0.0] * n)
+    return p.RoundsRan(seconds=[w * 0.99 for w in walls], serials=list(range(n)),
+                       digests=[None] * n, faults=[0] * n, steps=[0] * n, pretouched=None,
+                       span=sum(walls), between=0.0, outside=0.0, cpu=cpu, cpu_wall=walls)
 
 
 def usage(**changed: Any) -> p.TurnUsage:
@@ -57,8 +57,6 @@ def test_child_processes_count_over_the_turn_and_are_named() -> None:
                                              r"worker's threads, 0\.90 in its child processes "
                                              r"\(4242 \(python\) ran\)"):
         judge(ran([0.006, 0.006, 0.006]), found)
-    with pytest.raises(AssertionError, match=r"round 4 used 1\.80 cores .* 0\.80 in its child"):
-        judge(ran([0.01, 0.005, 0.005], reaped=[0.008, 0.0, 0.0]), usage())
 
 
 def test_a_short_round_s_readings_are_within_the_slack() -> None:
