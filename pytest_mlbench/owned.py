@@ -44,7 +44,7 @@ def make(folder: str | os.PathLike[str], what: str) -> Path:
     return path
 
 
-def mkdtemp(prefix: str, what: str, dir: str | None = None) -> str:
+def mkdtemp(prefix: str, what: str, dir: str | os.PathLike[str] | None = None) -> str:
     """``tempfile.mkdtemp`` with the mark written into the new folder."""
     folder = tempfile.mkdtemp(prefix=prefix, dir=dir)
     mark(folder, what)

@@ -256,12 +256,12 @@ def plan(root: Path, suites: str, examples: Sequence[str] = (EXAMPLE,)) -> Plan:
     lines: list[str] = []
     files: dict[Path, str] = {}
     tests = {folder / "test_workloads.py": TEST_FILE, folder / "test_control.py": CONTROL_FILE}
-    for path, text in tests.items():
+    for path, source in tests.items():
         kept = path.is_file()
         lines.append(f"{'kept' if kept else 'wrote'} {suites}/{path.name}"
                      f"{' (already there)' if kept else ''}")
         if not kept:
-            files[path] = text
+            files[path] = source
     files.update(example_files(list(dict.fromkeys(examples)), folder, suites, lines))
     for top in dict.fromkeys(folder / p.relative_to(folder).parts[0] for p in files):
         why = in_the_way(root, top, "a test file" if top in tests else "an example")

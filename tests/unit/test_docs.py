@@ -51,7 +51,7 @@ def modules() -> dict[str, Path]:
 @cache
 def imported_names() -> frozenset[str]:
     """Every name an import binds in the package or the suites: other libraries' roots."""
-    names = set()
+    names: set[str] = set()
     for path in [*PACKAGE.rglob("*.py"), *(REPO / "suites").rglob("*.py")]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import | ast.ImportFrom):
