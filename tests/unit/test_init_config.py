@@ -195,6 +195,22 @@ def test_a_take_back_leaves_the_users_files_and_no_staging_folder(
     assert any(name.endswith("test_workloads.py") for name in renamed)  # it was renamed in
 
 
+def test_init_writes_the_control_benchmark_and_keeps_one_there(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The control matmul is what report --machines divides step times by: a project's runs
+    have it once init has run; a test_control.py of the project's own is kept as it is."""
+    assert init(tmp_path) == 0
+    assert "wrote benchmarks/test_control.py" in capsys.readouterr().out
+    written = (tmp_path / "benchmarks" / "test_control.py").read_text()
+    assert written == scaffold.CONTROL_FILE and "control_matmul(benchmark)" in written
+    other = tmp_path / "other"
+    (other / "benchmarks").mkdir(parents=True)
+    (other / "benchmarks" / "test_control.py").write_text("# theirs\n")
+    assert init(other) == 0
+    assert "kept benchmarks/test_control.py (already there)" in capsys.readouterr().out
+    assert (other / "benchmarks" / "test_control.py").read_text() == "# theirs\n"
+
+
 def test_example_copies_a_shipped_workload_with_the_one_it_reuses(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert init(tmp_path, "--example", "mlp_optim", "--suites", "bench/suites") == 0
