@@ -199,9 +199,11 @@ def test_init_writes_the_control_benchmark_and_keeps_one_there(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The control matmul is what report --machines divides step times by: a project's runs
     have it once init has run; a test_control.py of the project's own is kept as it is."""
-    assert init(tmp_path) == 0
+    first = tmp_path / "first"
+    first.mkdir()
+    assert init(first) == 0
     assert "wrote benchmarks/test_control.py" in capsys.readouterr().out
-    written = (tmp_path / "benchmarks" / "test_control.py").read_text()
+    written = (first / "benchmarks" / "test_control.py").read_text()
     assert written == scaffold.CONTROL_FILE and "control_matmul(benchmark)" in written
     other = tmp_path / "other"
     (other / "benchmarks").mkdir(parents=True)
