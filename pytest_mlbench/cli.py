@@ -246,7 +246,7 @@ def refuse_repeats(refs: Sequence[str], loaded: Sequence[Run]) -> None:
 def history_report(args: argparse.Namespace) -> tuple[Lines, int]:
     """--html and --steps: the runs' history (reporting/history.py), its steps
     (reporting/steps.py), the page (reporting/page.py)."""
-    from pytest_mlbench.reporting import history, page, steps
+    from pytest_mlbench.reporting import history_cache, page, steps
 
     for flag in ("machines", "compare", "processes", "time", "plots"):
         if getattr(args, flag):
@@ -257,7 +257,7 @@ def history_report(args: argparse.Namespace) -> tuple[Lines, int]:
     if args.html is not None:
         page.check_folder(args.html)
     store = sessions.storage(build_gate_settings({"baselines": args.baselines}), Path.cwd())
-    found = history.read(args.runs, store.resolve, args.reference)
+    found = history_cache.read(args.runs, store.resolve, args.reference, args.html)
     impls = sorted({s.ident.impl for s in found.series})
     if args.reference and args.reference not in impls:
         raise OptionError(f"--reference {args.reference!r}: no such implementation in the "

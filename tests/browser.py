@@ -10,6 +10,7 @@ recorded, so a test can assert that a page fetched nothing and complained about 
 from __future__ import annotations
 
 import base64
+import fcntl
 import json
 import os
 import queue
@@ -96,14 +97,20 @@ class Page:
 
 class Browser:
     def __init__(self, executable: str, folder: Path, size: tuple[int, int]) -> None:
-        to_child, self._commands = os.pipe()
-        self._replies, from_child = os.pipe()
-        script = f'exec "$0" "$@" 3<&{to_child} 4>&{from_child}'
+        to_child, self._commands = _high(os.pipe())
+        self._replies, from_child = _high(os.pipe())
+        # the browser's ends become its fds 3 and 4; numbered 64 and up here, neither is
+        # itself a 3 or a 4 that the other redirection would overwrite first (bash: dash
+        # takes one-digit descriptors only)
+        script = f'exec "$0" "$@" 3<&{to_child} 4>&{from_child} {to_child}<&- {from_child}>&-'
         flags = [*FLAGS, f"--user-data-dir={folder}", f"--window-size={size[0]},{size[1]}"]
-        self.process = subprocess.Popen(
-            ["/bin/sh", "-c", script, executable, *flags, "about:blank"],
-            pass_fds=(to_child, from_child), stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.log = folder / "chromium.log"
+        with self.log.open("wb") as log:
+            self.process = subprocess.Popen(
+                [shutil.which("bash") or "/bin/bash", "-c", script, executable, *flags,
+                 "about:blank"],
+                pass_fds=(to_child, from_child), stdin=subprocess.DEVNULL,
+                stdout=log, stderr=log)
         os.close(to_child)
         os.close(from_child)
         self._next = 0
@@ -131,7 +138,11 @@ class Browser:
         message: dict[str, Any] = {"id": self._next, "method": method, "params": params or {}}
         if session:
             message["sessionId"] = session
-        os.write(self._commands, json.dumps(message).encode() + b"\0")
+        try:
+            os.write(self._commands, json.dumps(message).encode() + b"\0")
+        except BrokenPipeError:
+            raise AssertionError(f"{method}: the browser is gone; its log: "
+                                 f"{self.log.read_text(errors='replace')[-2000:]}") from None
         while True:
             reply = self._replies_q.get(timeout=timeout)
             if reply["id"] == self._next:
@@ -162,6 +173,14 @@ class Browser:
             self.process.kill()
             self.process.wait()
         os.close(self._commands)
+
+
+def _high(fds: tuple[int, int]) -> tuple[int, int]:
+    """The pipe's two ends moved to descriptors numbered 64 and up."""
+    moved = tuple(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 64) for fd in fds)
+    for fd in fds:
+        os.close(fd)
+    return moved[0], moved[1]
 
 
 @contextmanager

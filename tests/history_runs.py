@@ -49,9 +49,13 @@ class Pooled(Measure):
         return self.made
 
 
-def cases(count: int = CASES) -> list[tuple[str, str, str]]:
-    """(workload, impl, precision) of each case: every workload, impl and precision mixed."""
-    grid = [(w, i, p) for p in PRECISIONS for w in WORKLOADS for i in IMPLS]
+def cases(count: int = CASES) -> list[tuple[str, str, str, str]]:
+    """(workload, shape, impl, precision) of each case: every workload, impl and precision
+    mixed; past 90 cases, more shapes of each (s1, s2, ...)."""
+    grid = [(w, shape, i, p) for shape in ("", "s1", "s2", "s3") for p in PRECISIONS
+            for w in WORKLOADS for i in IMPLS]
+    if count > len(grid):
+        raise ValueError(f"at most {len(grid)} cases")
     return grid[:count]
 
 
@@ -80,31 +84,42 @@ def pools(seed: int = 0) -> dict[float, list[Pooled]]:
 
 
 def write(root: Path, *, seed: int = 0, step: bool = True, runs: int = RUNS,
-          count: int = CASES, drawn_from: dict[float, list[Pooled]] | None = None) -> History:
+          count: int = CASES, drawn_from: dict[float, list[Pooled]] | None = None,
+          steps: tuple[tuple[int, int, float], ...] | None = None,
+          checks: dict[str, Any] | None = None) -> History:
     """A history under ``root`` (a baselines folder); with ``step``, case STEP_CASE is
-    STEP_SIZE slower from run STEP_AT on. Runs are drawn (seeded by ``seed``) from
-    ``drawn_from``, else from pools of their own."""
+    STEP_SIZE slower from run STEP_AT on (``steps``: (case, run, size) of each step
+    instead). Runs are drawn (seeded by ``seed``) from ``drawn_from``, else from pools of
+    their own; ``checks`` go into every record (a real record's, for real sizes)."""
     rng = np.random.default_rng(seed)
     pools_ = drawn_from or pools(seed)
     chosen = cases(count)
     level = [LEVELS[i % len(LEVELS)] for i in range(count)]
-    stepped = pool(level[STEP_CASE] * (1 + STEP_SIZE), seed * 100 + 99) if step else []
+    steps = steps if steps is not None else ((STEP_CASE, STEP_AT, STEP_SIZE),) if step else ()
+    stepped = {c: (at, pool(level[c] * (1 + size), seed * 100 + 99 + c)) for c, at, size in steps}
     store = BaselineStorage(root, fingerprint.machine_id({"mlbench": MACHINE}))
-    records = [_record(w, impl, prec) for w, impl, prec in chosen]
+    records = [_record(*case, checks or {}) for case in chosen]
+    made: dict[tuple[int, int], dict[str, Any]] = {}  # a case's entry of a pooled measure
     for r in range(runs):
         benches = []
         for c, rec in enumerate(records):
-            source = stepped if step and c == STEP_CASE and r + 1 >= STEP_AT else pools_[level[c]]
-            benches.append(bench(rec.with_measure(source[int(rng.integers(POOL))])))
+            k = int(rng.integers(POOL))
+            if c in stepped and r + 1 >= stepped[c][0]:
+                benches.append(bench(rec.with_measure(stepped[c][1][k])))
+            else:
+                benches.append(made.setdefault((c, k), bench(rec.with_measure(
+                    pools_[level[c]][k]))))
         store.save(json.dumps(_run(benches, r)).encode(), f"main-{r + 1:02d}")
     return History(root, store.machine_id,
                    [f"{rec.identity.group} {rec.identity.impl}" for rec in records])
 
 
-def _record(workload: str, impl: str, precision: str) -> Record:
-    ident = identity(impl, workload=workload, head=workload, precision=precision,
+def _record(workload: str, shape: str, impl: str, precision: str,
+            checks: dict[str, Any]) -> Record:
+    head = f"{workload}-{shape}" if shape else workload
+    ident = identity(impl, workload=workload, head=head, shape=shape, precision=precision,
                      dtype={"fp32": "float32", "fp64": "float64", "bf16": "bfloat16"}[precision])
-    return Record(ident, f"{workload}-{impl}-cpu-{precision}")
+    return Record(ident, f"{head}-{impl}-cpu-{precision}", checks=checks)
 
 
 def _run(benches: list[dict[str, Any]], r: int) -> dict[str, Any]:

@@ -16,9 +16,10 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
+import statistics
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -26,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_mlbench import parallel, stats
+from pytest_mlbench import parallel
 from pytest_mlbench.judging import regression
 from pytest_mlbench.storing import fingerprint
 from pytest_mlbench.storing.baselines import FILE, BaselineError
@@ -133,16 +134,33 @@ def _partial(path: Path) -> bool:
 
 def digest(run: Run, reference: str | None = None) -> Digest:
     """The run's cases as points; the control benchmark and untimed cases are left out."""
-    cases = [(e, r.identity, r.name, r.measure) for e, r in run.cases
+    cases = [(e, r.identity, r.name, _medians(r.measure)) for e, r in run.cases
              if r.measure is not None and not regression.is_control(r)]
-    figures = [_figure(e, m) for e, _, _, m in cases]
-    norm = _normalisers([(ident, fig[0]) for (_, ident, _, _), fig in zip(cases, figures,
-                                                                       strict=True)], reference)
-    points = tuple(
-        Point(ident, name, fig, low, high, fig / norm[ident.group],
-              tuple(stats.process_medians(m.per_step())))
-        for (_, ident, name, m), (fig, low, high) in zip(cases, figures, strict=True))
-    return Digest(run_info(run), points)
+    points = [Point(ident, name, *_figure(e, medians), 0.0, tuple(medians))
+              for e, ident, name, medians in cases]
+    return Digest(run_info(run), normalise(points, reference))
+
+
+def normalise(points: Sequence[Point], reference: str | None) -> tuple[Point, ...]:
+    """The points with their normalised figures: over ``reference``'s in their group where
+    the run has it, else over the group's fastest (as the normalised table's)."""
+    fastest: dict[str, float] = {}
+    chosen: dict[str, float] = {}
+    for p in points:
+        fastest[p.ident.group] = min(p.figure, fastest.get(p.ident.group, math.inf))
+        if p.ident.impl == reference:
+            chosen[p.ident.group] = p.figure
+    return tuple(replace(p, normalised=p.figure / chosen.get(p.ident.group,
+                                                            fastest[p.ident.group]))
+                 for p in points)
+
+
+def _medians(m: Measure | None) -> list[float]:
+    """Each process's median seconds a step (``stats.process_medians``, the same numbers):
+    ``statistics.median`` takes a few rounds twenty times faster than numpy's, and a long
+    history has hundreds of thousands of processes."""
+    assert m is not None
+    return [statistics.median(rounds) for rounds in m.per_step() if rounds]
 
 
 def run_info(run: Run) -> RunInfo:
@@ -153,33 +171,23 @@ def run_info(run: Run) -> RunInfo:
                    saved, _text(commit.get("branch")), commit.get("dirty") is True)
 
 
-def _figure(entry: Entry, m: Measure) -> tuple[float, float, float]:
-    """Seconds a step and the record's interval (``Measure.estimate``, as the table prints
-    it). The record keeps that interval (``interval_s``, written with the rounds): it is
-    taken when its ``step_s`` is the figure the rounds give, so a long history is not
-    bootstrapped again case by case (milliseconds each); otherwise it is recomputed."""
-    figure = stats.center(m.per_step())
+def _figure(entry: Entry, medians: list[float]) -> tuple[float, float, float]:
+    """Seconds a step (``stats.center``: the median of the process medians) and the record's
+    interval (``Measure.estimate``). The record keeps that interval (``interval_s``, written
+    with the rounds): it is taken when its ``step_s`` is the figure the rounds give, so a
+    long history is not bootstrapped again case by case (milliseconds each); otherwise it is
+    recomputed."""
+    figure = statistics.median(medians)
     kept = ((entry.bench.get("extra_info") or {}).get("mlbench") or {}).get("measure") or {}
     bounds = kept.get("interval_s")
     low, high = bounds if isinstance(bounds, list) and len(bounds) == 2 else (None, None)
     if _number(kept.get("step_s")) and math.isclose(kept["step_s"], figure, rel_tol=1e-9) \
             and _number(low) and _number(high) and low <= figure <= high:
         return figure, float(low), float(high)
-    est = m.estimate()
+    record = entry.record
+    assert record is not None and record.measure is not None
+    est = record.measure.estimate()
     return est.value, est.low, est.high
-
-
-def _normalisers(figures: Iterable[tuple[Identity, float]], reference: str | None,
-                 ) -> dict[str, float]:
-    """Per group, the figure its normalised values divide by: ``reference``'s where the group
-    has it, else the group's fastest (as the normalised table's)."""
-    fastest: dict[str, float] = {}
-    chosen: dict[str, float] = {}
-    for ident, fig in figures:
-        fastest[ident.group] = min(fig, fastest.get(ident.group, math.inf))
-        if ident.impl == reference:
-            chosen[ident.group] = fig
-    return {group: chosen.get(group, fig) for group, fig in fastest.items()}
 
 
 def digest_file(path: Path | str, reference: str | None = None) -> Digest:

@@ -25,7 +25,7 @@ from typing import Any
 
 from pytest_mlbench import stats
 from pytest_mlbench.measuring import hostspeed
-from pytest_mlbench.reporting import machines, mfu, normalised, scaling
+from pytest_mlbench.reporting import history_cache, machines, mfu, normalised, scaling
 from pytest_mlbench.reporting.history import History, Series, layout
 from pytest_mlbench.reporting.steps import Found
 from pytest_mlbench.storing.baselines import BaselineError
@@ -38,6 +38,10 @@ ASSETS = ("index.html", "page.js", "page.css", "uplot.iife.min.js", "uplot.min.c
 DATA = "data.js"
 FORMAT = 1  # data.js's layout; page.js reads this one
 DIGITS = 5  # significant digits kept of every figure (intervals are wider than the rest)
+
+
+MARKED = ("written by pytest-mlbench report --html: " + " ".join(
+    (*ASSETS, DATA, history_cache.NAME)) + "\n").encode()
 
 
 class PageError(BaselineError):
@@ -55,6 +59,7 @@ def check_folder(folder: Path) -> None:
                         "write; give a new or empty folder (a page's own folder is rewritten)")
     try:
         folder.mkdir(parents=True, exist_ok=True)
+        _replace(folder / MARKER, MARKED)  # the folder is the page's from now on
     except OSError as exc:
         raise PageError(f"--html {folder}: cannot make the folder ({exc.strerror}); give a "
                         "folder you can write") from None
@@ -69,8 +74,6 @@ def write(folder: Path, found: History, result: Found, reference: str | None = N
     for name in ASSETS:
         _replace(folder / name, (assets / name).read_bytes())
     _replace(folder / DATA, payload.encode())
-    _replace(folder / MARKER, ("written by pytest-mlbench report --html: "
-                               + " ".join((*ASSETS, DATA)) + "\n").encode())
     return folder / "index.html"
 
 
