@@ -103,7 +103,8 @@ def case_params(cases: list[CaseId], catalogue: Catalogue, registry: Mapping[str
     params = []
     for cid in cases:
         gaps = GAPS.get(cid.framework, {})
-        missing = (frameworks.missing_reason(cid.framework, dict(registry)) or cid.layout.unfit()
+        missing = (frameworks.missing_reason(cid.framework, dict(registry),
+                                             variants.mode(cid.variant)) or cid.layout.unfit()
                    or gaps.get(cid.strategy) or (gaps.get("nodes") if cid.nodes > 1 else None)
                    or unfit(cid, settings))
         marks = [pytest.mark.skip(reason=missing)] if missing else []

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_mlbench import variants
 from pytest_mlbench.engine import allocator, runners, usage
 from pytest_mlbench.engine.protocol import (
     Evaluation,
@@ -42,6 +43,7 @@ from pytest_mlbench.workloads.case import Case, CaseId
 class CaseServer:
     def __init__(self, adapter: Any, spec: dict[str, Any], rank: int = 0,
                  dp: dict[str, Any] | None = None) -> None:
+        adapter = for_mode(adapter, spec["variant"])  # torch's xla: torch on torch_xla's device
         self.adapter, self.spec, self.rank = adapter, spec, rank
         self.cache_before = _persistent_cache(adapter)  # the compile cache's counts, so far
         root = Path(spec["root"])
@@ -431,6 +433,14 @@ def result_digest(result: Any) -> Any:
     if isinstance(result, dict):
         return data.digest(result["params"], result["state"])
     return [data.digest(out if isinstance(out, dict) else {"": out}) for out in result]
+
+
+def for_mode(adapter: Any, variant: str) -> Any:
+    """The adapter a case of ``variant`` runs through: the one ``adapter.for_mode(mode)``
+    gives where the adapter has that method (a mode on a device of its own), else
+    ``adapter``."""
+    found = getattr(adapter, "for_mode", None)
+    return found(variants.mode(variant)) if callable(found) else adapter
 
 
 def _persistent_cache(adapter: Any) -> tuple[int, int] | None:

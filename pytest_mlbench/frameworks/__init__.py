@@ -68,14 +68,24 @@ def adapter_class(name: str, registry: dict[str, Any]) -> Any:
     return getattr(module, cls)
 
 
-def missing_reason(name: str, registry: dict[str, Any]) -> str | None:
-    """Why the framework cannot run, checked without importing it; None when it can."""
+def missing_reason(name: str, registry: dict[str, Any], mode: str = "") -> str | None:
+    """Why the framework (in compile mode ``mode``, where given) cannot run, checked without
+    importing it; None when it can. A mode that needs more than its framework (torch's xla:
+    torch_xla) says so in the adapter class's ``modes_need``: {mode: (modules, how)}."""
     cls = adapter_class(name, registry)
     missing = [m for m in cls.modules if importlib.util.find_spec(m) is None]
     if not missing:
-        return None
+        return _mode_missing(name, cls, mode)
     hint = f"pip install 'pytest-mlbench[{cls.extra}]'" if cls.extra else "pip install numpy"
     return f"{name} is not installed (no module {', '.join(missing)}): {hint}"
+
+
+def _mode_missing(name: str, cls: Any, mode: str) -> str | None:
+    modules, how = getattr(cls, "modes_need", {}).get(mode, ((), ""))
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if not missing:
+        return None
+    return f"{name}'s {mode} mode needs {', '.join(missing)}, which is not installed: {how}"
 
 
 def load(name: str, registry: dict[str, Any]) -> Any:

@@ -81,6 +81,11 @@ class Adapter(Protocol):
         framework also compiles behind the user's back (JAX's eager dispatch) adds
         ``backend_compiles()``, every compilation: nothing may rise while timed."""
 
+    # optional: ``for_mode(mode) -> adapter``, the adapter a case of that compile mode runs
+    # through (engine/server.py asks before setup): torch's xla mode is torch on torch_xla's
+    # device (frameworks/torch_xla_.py); an adapter without it serves every mode itself.
+    # optional, on the class: ``modes_need = {mode: (modules, how to install them)}``, what a
+    # mode needs beyond ``modules`` (frameworks.missing_reason: its cases skip saying so)
     # optional: ``persistent_cache() -> (loaded, compiled)``, the compilations the framework's
     # persistent compile cache served in this process so far, and those it compiled instead
     # (engine/server.py reports a case's; measuring/cache_plan.py judges its compile figure

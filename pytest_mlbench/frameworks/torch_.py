@@ -1,4 +1,5 @@
-"""PyTorch: eager and torch.compile (inductor); CUDA selection and synchronisation."""
+"""PyTorch: eager and torch.compile (inductor); CUDA selection and synchronisation. The xla mode
+(torch on torch_xla's XLA device) is frameworks/torch_xla_.py, made here (``for_mode``)."""
 
 from __future__ import annotations
 
@@ -48,13 +49,20 @@ class TorchAdapter:
     name = "torch"
     modules: tuple[str, ...] = ("torch",)
     extra = "torch"
-    variants: tuple[str, ...] = ("eager", "jit")
+    variants: tuple[str, ...] = ("eager", "jit", "xla")
+    # a mode that needs more than torch: its modules (checked without importing them) and how
+    # to install them (frameworks.missing_reason; torch_xla is built against one torch)
+    modes_need: dict[str, tuple[tuple[str, ...], str]] = {
+        "xla": (("torch_xla",), "tox -e bench-xla installs it with the torch it was built "
+                                "against (constraints-xla.txt)")}
 
     def __init__(self) -> None:
         self._device: Any = None
         self._limit: Any = None
         self._watch = SettingsWatch()
         self._torchscript = 0
+        self._threads: int | None = None  # the session's, for the xla mode's XLA pool
+        self._xla: Any = None  # the xla mode's adapter (for_mode), made on first use
         # Compile caches on, in the folder the campaign sets (TORCHINDUCTOR_CACHE_DIR: the
         # compile cache kept across runs, or the session's own), which every worker shares:
         # a graph one process compiled the next loads (persistent_cache counts which).
@@ -62,6 +70,18 @@ class TorchAdapter:
             cache = owned.mkdtemp("mlbench-inductor-", "a torch worker's inductor cache")
             os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
             atexit.register(owned.discard, cache)
+
+    def for_mode(self, mode: str) -> Any:
+        """The adapter a case of ``mode`` runs through: this one, or for ``xla`` torch on
+        torch_xla's device (frameworks/torch_xla_.py), one a worker, sharing this one's
+        settings watch, thread count and compile counts."""
+        if mode != "xla":
+            return self
+        if self._xla is None:
+            from pytest_mlbench.frameworks.torch_xla_ import TorchXla
+
+            self._xla = TorchXla(self)
+        return self._xla
 
     def devices(self) -> dict[str, str]:
         import torch
@@ -135,6 +155,7 @@ class TorchAdapter:
     def set_threads(self, threads: int) -> None:
         import torch
 
+        self._threads = threads
         torch.set_num_threads(threads)
         try:
             torch.set_num_interop_threads(1)
@@ -246,7 +267,7 @@ class TorchAdapter:
 
         if variant == "eager":
             return Compiled(fn, variant, name=getattr(fn, "__name__", ""))
-        if variant != "jit":
+        if variant != "jit":  # xla: for_mode's adapter
             raise Unsupported(f"torch has no {variant} variant")
         from torch._inductor.compile_fx import compile_fx
 
@@ -297,7 +318,7 @@ class TorchAdapter:
         return int(torch.cuda.max_memory_allocated(self._device)), "step"
 
     def versions(self) -> dict[str, str]:
-        out = package_versions("torch")
+        out = package_versions("torch", "torch-xla")
         import torch
 
         if torch.cuda.is_available():

@@ -33,7 +33,8 @@ VERSION = 1
 # the distributions whose versions a framework's compiled code depends on
 DISTRIBUTIONS = {"numpy": ("numpy",), "numba": ("numba", "llvmlite", "numpy"),
                  "autograd": ("autograd", "numpy"), "jax": ("jax", "jaxlib"),
-                 "torch": ("torch",), "tensorflow": ("tensorflow", "tensorflow-cpu", "keras")}
+                 "torch": ("torch", "torch-xla"),
+                 "tensorflow": ("tensorflow", "tensorflow-cpu", "keras")}
 
 
 @cache

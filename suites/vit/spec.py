@@ -396,7 +396,7 @@ SPEC = Workload(
     # MultiHeadAttention): one comparison group (IDIOMS.md)
     implementations={
         "jax": ("eager", "jit", "jit+sdpa", "jit+cudnn", "jit+donate", "jit+flax"),
-        "torch": ("eager", "jit", "eager+sdpa", "jit+sdpa", "eager+nn", "jit+nn"),
+        "torch": ("eager", "jit", "xla", "eager+sdpa", "jit+sdpa", "eager+nn", "jit+nn"),
         "tensorflow": ("eager", "jit", "xla", "xla+sdpa", "xla+keras"),
     },
     unsupported=CUDNN_ONLY,

@@ -111,7 +111,8 @@ def test_jax_counts_every_compilation_and_only_the_implementations_own_as_its_ji
     assert adapter.compile_events() == own + 1
 
 
-@pytest.mark.parametrize("name", [n for n in INSTALLED if n != "tensorflow"])
+# (torch's xla: its own adapter, tests/unit/frameworks/test_torch_xla.py)
+@pytest.mark.parametrize("name", [n for n in INSTALLED if n not in ("tensorflow", "torch")])
 def test_unknown_variant_is_unsupported(name: str) -> None:
     adapter = adapter_for(name)
     assert "xla" not in adapter.variants
