@@ -4,23 +4,16 @@ Variance on a shared machine lives between processes (thread placement, memory l
 host's neighbours), not between the rounds of one process. So every estimate here is built
 from per-process samples: the figure is the median of the per-process medians (a ratio, the
 median of per-process paired ratios), and its interval is a Student-t *prediction* interval
-for the figure a repeat run with as many processes will report: with few processes the t
-quantile is large (4.3 at three processes, 2.8 at five), so three processes that happened to
-agree do not pretend to be thirty. A hierarchical bootstrap over rounds is kept as the
-floor of that interval, and as the only interval a single process can have (marked as such).
+for the figure a repeat run with as many processes will report. A hierarchical bootstrap over
+rounds is kept as the floor of that interval, and as the only interval a single process can
+have (marked as such).
 
-Three processes that happen to agree make a narrow interval even with the t quantile: the
-sample variance of three logs is itself a wild guess. The normalised table therefore shares
-what the run's other ratios say about spread (``Prior``: an empirical-Bayes prior on the
-variance, the moderated t of limma, Smyth 2004): each ratio's variance is pulled towards the
-run's typical one, with the prior's degrees of freedom added to its own: a figure whose
-processes agreed by chance widens, one that was merely unlucky narrows. On the reference host
-(three sets of three runs of the main job, docs/GATE.md) the intervals missed another run's
-median 48 times in 1,362 with it and 52 without (a 95% interval may miss 5%); with three
-processes a case they were narrower at the median (x1.24 and x1.28 from low to high, against
-x1.36 and x1.46), with five about as wide (x1.20 against x1.21).
+Three processes are two degrees of freedom, so the intervals and tests here take what the
+run's other figures say about spread (spread.py): an absolute figure's interval and a paired
+ratio's test and interval the run's ``Prior`` (limma's moderated t), a stored-baseline
+comparison its comparison group's shared spread and the variance between the two runs.
 
-The gate's tests are t-tests on the logarithms of per-process figures: paired (A/B in one
+The gates' tests are t-tests on the logarithms of per-process figures: paired (A/B in one
 job: process i of the base ran beside process i of the head) or Welch's (a run against a
 stored baseline). Processes that disagree by more than ``UNSTABLE`` are flagged,
 pyperf-style, and their modes (clusters of process medians) are reported rather than
@@ -35,8 +28,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy import special
 from scipy import stats as scipy_stats
+
+from pytest_mlbench.spread import NO_BETWEEN, Between, Parts, Prior, satterthwaite
+from pytest_mlbench.spread import PRIOR_MIN as PRIOR_MIN  # stats' own name before spread.py
 
 UNSTABLE = 0.10  # process medians further apart than this (max/min - 1) flag a figure unstable
 CONFIDENCE = 0.95  # confidence intervals of a change (the gates' tables)
@@ -157,83 +152,37 @@ def t_quantile(confidence: float, df: float) -> float:
 
 
 def predicted(center_log: float, logs: np.ndarray, confidence: float,
-              efficiency: float = 1.0) -> tuple[float, float] | None:
+              efficiency: float = 1.0, prior: Prior | None = None) -> tuple[float, float] | None:
     """Where a repeat run's figure (``len(logs)`` processes, same estimator) will fall: a
     Student-t prediction interval on the log scale, ``t * s * sqrt(2/n)``, times the
-    estimator's efficiency (``MEDIAN_EFFICIENCY`` for a median). None below two processes."""
+    estimator's efficiency (``MEDIAN_EFFICIENCY`` for a median); ``s^2`` and t's degrees of
+    freedom moderated by the run's ``prior`` when there is one. None below two processes."""
     n = len(logs)
     if n < 2:
         return None
-    half = t_quantile(confidence, n - 1) * float(np.std(logs, ddof=1)) * math.sqrt(2 / n)
-    half *= efficiency
+    var, df = _moderated(logs, prior)
+    half = t_quantile(confidence, df) * math.sqrt(var * 2 / n) * efficiency
     return math.exp(center_log - half), math.exp(center_log + half)
 
 
-PRIOR_MIN = 5  # figures with a spread below which a run's prior is not fitted
-
-
-def _trigamma_inverse(y: float) -> float:
-    """x with trigamma(x) = y, by Newton's method from limma's starting point."""
-    if y > 1e7:
-        return 1 / math.sqrt(y)
-    if y < 1e-6:
-        return 1 / y
-    x = 0.5 + 1 / y
-    for _ in range(50):
-        tri = float(special.polygamma(1, x))
-        step = tri * (1 - tri / y) / float(special.polygamma(2, x))
-        x += step
-        if -step / x < 1e-8:
-            break
-    return x
-
-
-@dataclass(frozen=True)
-class Prior:
-    """What a run's figures say about how far a figure's processes disagree: the variance of
-    the logs ``s2`` that a typical figure has, worth ``df`` degrees of freedom (``math.inf``:
-    every figure has the same spread, and a figure's own differs from it only by chance)."""
-
-    s2: float
-    df: float
-
-    @classmethod
-    def fit(cls, spreads: Sequence[tuple[float, int]]) -> Prior | None:
-        """limma's fitFDist: the moments of ``log s2`` over the run's figures, given each
-        one's sample variance and degrees of freedom, fix the prior's scale and its degrees of
-        freedom (what is left of the logs' variance once chance sampling is taken off). None
-        below ``PRIOR_MIN`` figures that have a spread (a variance above 0, a df of 1 or more)."""
-        usable = [(s2, df) for s2, df in spreads if s2 > 0 and df >= 1]
-        if len(usable) < PRIOR_MIN:
-            return None
-        half = np.array([df for _, df in usable], dtype=np.float64) / 2
-        e = np.log([s2 for s2, _ in usable]) - special.digamma(half) + np.log(half)
-        mean = float(e.mean())
-        excess = float(e.var(ddof=1) - np.mean(special.polygamma(1, half)))
-        if excess <= 0:
-            return cls(math.exp(mean), math.inf)
-        df0 = 2 * _trigamma_inverse(excess)
-        return cls(math.exp(mean + special.digamma(df0 / 2) - math.log(df0 / 2)), df0)
-
-    def moderate(self, s2: float, df: float) -> tuple[float, float]:
-        """A figure's variance pulled towards the prior's, and the degrees of freedom behind
-        it (the t quantile of the interval uses them)."""
-        if math.isinf(self.df):
-            return self.s2, math.inf
-        return (self.df * self.s2 + df * s2) / (self.df + df), self.df + df
+def _moderated(logs: np.ndarray, prior: Prior | None) -> tuple[float, float]:
+    """The logs' sample variance and its degrees of freedom, moderated by ``prior``."""
+    var, df = float(np.var(logs, ddof=1)), float(len(logs) - 1)
+    return (var, df) if prior is None else prior.moderate(var, df)
 
 
 def estimate(samples: Samples, *, seed: int = 0, resamples: int = RESAMPLES,
-             confidence: float = PREDICTION) -> Estimate:
+             confidence: float = PREDICTION, prior: Prior | None = None) -> Estimate:
     """The figure (median of process medians), the interval a repeat run's figure will fall
-    in (see ``predicted``; never narrower than the rounds' bootstrap), spread and modes."""
+    in (see ``predicted``, moderated by the run's ``prior``: ``Prior.of_figures``; never
+    narrower than the rounds' bootstrap), spread and modes."""
     clean = _clean(samples)
     medians = [float(np.median(s)) for s in clean]  # process_medians, already cleaned
     value = float(statistics.median(medians))
     boot = _boot_centers(clean, np.random.default_rng(seed), resamples)
     tail = (1 - confidence) / 2
     low, high = (float(q) for q in np.quantile(boot, [tail, 1 - tail]))
-    wide = predicted(math.log(value), np.log(medians), confidence, MEDIAN_EFFICIENCY)
+    wide = predicted(math.log(value), np.log(medians), confidence, MEDIAN_EFFICIENCY, prior)
     if wide is not None:
         low, high = min(low, wide[0]), max(high, wide[1])
     return Estimate(value, min(low, value), max(high, value), len(clean),
@@ -263,22 +212,38 @@ class Ratio:
 
 
 def ratio(baseline: Samples, current: Samples, *, seed: int = 0, resamples: int = RESAMPLES,
-          confidence: float = CONFIDENCE, prediction: float = PREDICTION) -> Ratio:
+          confidence: float = CONFIDENCE, prediction: float = PREDICTION,
+          spreads: tuple[Parts | None, Parts | None] = (None, None),
+          between: Between = NO_BETWEEN) -> Ratio:
     """Independent samples (two runs, each its own processes): Welch's t-test on the logs of
-    the process medians, the ratio being that of their geometric means. Below two processes
-    a side, a bootstrap over rounds (which cannot see between-process spread; the gate says
-    how many processes stood behind a verdict)."""
+    the process medians, the ratio being that of their geometric means. A side's variance is
+    its processes' own, or ``spreads`` (what its run's other figures say: ``group_spreads``),
+    and the between-run variance (``between``: what two runs' figures differ by beyond their
+    processes, ``between_runs``) is added to the difference's, with Welch-Satterthwaite's
+    degrees of freedom over every part. Below two processes a side, a bootstrap over rounds
+    (which cannot see between-process spread; the gate says how many processes stood behind a
+    verdict)."""
     base, cur = _clean(baseline), _clean(current)
-    lb = np.log([np.median(b) for b in base])
-    lc = np.log([np.median(c) for c in cur])
     if len(base) < 2 or len(cur) < 2:
         return _rounds_ratio(base, cur, center(current) / center(baseline), seed, resamples,
                              (confidence, prediction))
-    vb, vc = np.var(lb, ddof=1) / len(lb), np.var(lc, ddof=1) / len(lc)
-    se = math.sqrt(vb + vc)
-    df = float((vb + vc) ** 2 / (vb**2 / (len(lb) - 1) + vc**2 / (len(lc) - 1))) if se else 1.0
-    return _t_ratio(float(lc.mean() - lb.mean()), se, max(df, 1.0), (confidence, prediction),
-                    min(len(lb), len(lc)))
+    diff, within, df_within = log_difference(baseline, current, spreads)
+    var, df = satterthwaite(((within, df_within), between))
+    return _t_ratio(diff, math.sqrt(var), max(df, 1.0), (confidence, prediction),
+                    min(len(base), len(cur)))
+
+
+def log_difference(baseline: Samples, current: Samples,
+                   spreads: tuple[Parts | None, Parts | None] = (None, None),
+                   ) -> tuple[float, float, float]:
+    """Two runs' figures (two processes a side at least) as the difference of the means of
+    their log process medians, its variance (each side's the variance of one process, its own
+    or ``spreads``, over its processes) and Welch-Satterthwaite's degrees of freedom."""
+    lb, lc = (np.log(process_medians(s)) for s in (baseline, current))
+    parts = [(v / len(x), df) for x, spread in zip((lb, lc), spreads, strict=True)
+             for v, df in (spread or ((float(np.var(x, ddof=1)), len(x) - 1.0),))]
+    var, df = satterthwaite(parts)
+    return float(lc.mean() - lb.mean()), var, df
 
 
 def paired_ratio(baseline: Samples, current: Samples, *, seed: int = 0,
@@ -288,17 +253,15 @@ def paired_ratio(baseline: Samples, current: Samples, *, seed: int = 0,
     of the baseline ran beside process i of the current, so each pair contributes the log of
     the ratio of its two medians and slow periods of the host cancel in the pair. A paired
     t-test on those logs; one pair alone judges nothing (p-values of 1). With a ``prior``
-    (the normalised table's), the logs' variance is moderated by it (``Prior.moderate``);
-    the gates pass none: their calibration is of the plain paired test."""
+    (fitted over the paired logs of the run's other ratios: the normalised table's, the A/B
+    gate's), the logs' variance is moderated by it (``Prior.moderate``)."""
     base, cur = _clean(baseline), _clean(current)
     logs = _paired_logs(base, cur)
     if len(logs) < 2:
         found = _rounds_ratio(base, cur, float(np.exp(logs[0])), seed, resamples,
                               (confidence, prediction))
         return replace(found, p_slower=1.0, p_faster=1.0)
-    var, df = float(np.var(logs, ddof=1)), float(len(logs) - 1)
-    if prior is not None:
-        var, df = prior.moderate(var, df)
+    var, df = _moderated(logs, prior)
     se = math.sqrt(var / len(logs))
     # the figure is the median pair (one odd process, in a slow stretch of the host, does
     # not move it); the test is on the mean

@@ -5,8 +5,10 @@ of REF (a git revision, checked out into a temporary worktree) and once with thi
 workers alive side by side and their timed turns alternating (measuring/campaign.py). Process i of the
 base ran beside process i of the head, so each case gets paired samples, and slow periods of a
 shared runner fall on both alike. A case is SLOWER when a paired t-test on the log ratios of
-its processes (stats.paired_ratio) puts it slower with p below --mlbench-gate-alpha and by
-more than --mlbench-gate-threshold;
+its processes (stats.paired_ratio), its variance moderated by what the session's other cases
+say about spread (``session_prior``: limma's moderated t, so three processes a side are
+judged with the session's degrees of freedom), puts it slower with p below
+--mlbench-gate-alpha and by more than --mlbench-gate-threshold;
 any SLOWER case fails the session, as a failed report pytest counts (judging/verdict.py: the
 session's last line reads ``1 failed``). ``--mlbench-ab=python:/path/to/python`` compares this tree
 run by another environment's interpreter (a framework upgrade, say) instead of another
@@ -34,6 +36,7 @@ from pytest_mlbench.engine.pools import Side
 from pytest_mlbench.judging import regression, verdict
 from pytest_mlbench.measuring.outcome import Outcome
 from pytest_mlbench.options import GateSettings, OptionError, parse_percent
+from pytest_mlbench.storing.record import Measure
 
 BASE = "base"
 NOTHING_RAN = "nothing judged: no mlbench case ran"
@@ -104,9 +107,10 @@ def _worktree(rootpath: Path, suites: Path, ref: str) -> BaseSide:
 
 # -- judging ---------------------------------------------------------------------------------
 
-def compare(name: str, base: Outcome | None, head: Outcome, *, threshold: float,
-            alpha: float) -> regression.Row:
-    """One case, paired over processes."""
+def paired(name: str, base: Outcome | None, head: Outcome,
+           threshold: float) -> tuple[Measure, Measure] | regression.Row:
+    """Both sides' measures when the case can be judged (paired samples, like with like),
+    else its row saying why not."""
     if base is None:
         return regression.Row(name, "not in the base revision (not judged)", threshold)
     if base.status != "passed" or base.record is None or base.record.measure is None:
@@ -123,9 +127,32 @@ def compare(name: str, base: Outcome | None, head: Outcome, *, threshold: float,
         return regression.Row(name, f"inconclusive ({len(b.passes)} base and {len(h.passes)} "
                               "head processes; pairs of at least 2 needed)", threshold,
                               b.estimate(), h.estimate())
-    ratio = stats.paired_ratio(b.per_step(), h.per_step())
+    return b, h
+
+
+def compare(name: str, base: Outcome | None, head: Outcome, *, threshold: float,
+            alpha: float, prior: stats.Prior | None = None) -> regression.Row:
+    """One case, paired over processes, its variance moderated by the session's ``prior``
+    (``session_prior``)."""
+    found = paired(name, base, head, threshold)
+    if isinstance(found, regression.Row):
+        return found
+    b, h = found
+    ratio = stats.paired_ratio(b.per_step(), h.per_step(), prior=prior)
     return regression.Row(name, regression.verdict(ratio, threshold, alpha), threshold,
                           b.estimate(), h.estimate(), ratio)
+
+
+Pairs = Mapping[str, tuple[Outcome | None, Outcome]]
+
+
+def session_prior(pairs: Pairs) -> stats.Prior | None:
+    """The session's prior on the spread of its cases' paired log ratios (stats.Prior), over
+    every case that can be judged: with it, three processes a side are judged with the
+    degrees of freedom of the whole session (None below stats.PRIOR_MIN such cases)."""
+    found = (paired(name, base, head, 0.0) for name, (base, head) in pairs.items())
+    return stats.Prior.of_logs(stats.paired_logs(b.per_step(), h.per_step())
+                               for b, h in (f for f in found if isinstance(f, tuple)))
 
 
 @dataclass
@@ -138,10 +165,12 @@ class ABSession:
     thresholds: dict[str, float] = field(default_factory=dict)
     judgement: regression.Judgement | None = None
 
-    def judge(self, pairs: Mapping[str, tuple[Outcome | None, Outcome]]) -> None:
+    def judge(self, pairs: Pairs) -> None:
+        prior = session_prior(pairs)
         rows = [compare(name, base, head, threshold=self.thresholds.get(name,
                                                                         self.gate.threshold),
-                        alpha=self.gate.alpha) for name, (base, head) in pairs.items()]
+                        alpha=self.gate.alpha, prior=prior)
+                for name, (base, head) in pairs.items()]
         self.judgement = regression.Judgement(tuple(rows))
 
     @pytest.hookimpl(trylast=True)

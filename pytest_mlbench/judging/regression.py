@@ -3,19 +3,28 @@
 Records are matched by ``Identity.key`` (workload, task, shape and dims, framework, variant,
 device, precision, dtype, workers, threads, data digest). A benchmark of the same test that
 ran with another identity (a smoke run against a default-size baseline) is "not comparable",
-with the differences, and never judged. A matched pair is judged on seconds per step with the
-process-level bootstrap of stats.ratio: SLOWER when slower with p below alpha *and* by more
-than the threshold (a minimum effect size, so a tiny consistent shift does not fail an honest
-change). Fewer than 2 processes on either side is "inconclusive": rounds of one process cannot
-speak for the next process. Nothing judged is never a pass (``Judgement.nothing_judged``).
+with the differences, and never judged. A matched pair is judged on seconds per step with
+Welch's t-test on the logs of the two sides' process medians (stats.ratio): each side's
+variance is what its comparison group says in its run (the group's cases ran in the same
+passes, so a pass's moments of the host are shared and estimated from all of them:
+spread.group_spreads), plus the variance by which the two runs' matched figures differ
+beyond their processes (spread.between_runs: runs recorded on different days differ by
+more than their processes show). SLOWER when slower with p below alpha *and* by more than
+the threshold (a minimum effect size, so a tiny consistent shift does not fail an honest
+change). Fewer than 2 processes on either side is "inconclusive": rounds of one process
+cannot speak for the next process. Nothing judged is never a pass
+(``Judgement.nothing_judged``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import numpy as np
 
 from pytest_mlbench import stats, tables
+from pytest_mlbench.spread import NO_BETWEEN, Between, Parts, between_runs, group_spreads
 from pytest_mlbench.storing.record import Measure, Record
 from pytest_mlbench.storing.runs import Entry, Run
 
@@ -108,13 +117,59 @@ def _inconclusive(base: Measure | None, cur: Measure | None) -> str | None:
     return None
 
 
-def compare(name: str, base: Record, cur: Record, *, threshold: float, alpha: float) -> Row:
-    """One matched pair (equal identity keys)."""
+@dataclass(frozen=True)
+class Spread:
+    """What two runs say about spread beyond one figure's processes: per figure (by the id of
+    its record), the variance of one of its processes from its comparison group in its run
+    (spread.group_spreads), and the variance between the runs' matched figures
+    (spread.between_runs)."""
+
+    baseline: Mapping[int, Parts] = field(default_factory=dict)
+    current: Mapping[int, Parts] = field(default_factory=dict)
+    between: Between = NO_BETWEEN
+
+    @classmethod
+    def of(cls, baseline: Run, current: Run, pairs: Sequence[tuple[Record, Record]]) -> Spread:
+        sides = _group_spreads(baseline), _group_spreads(current)
+        judged = [(b, c) for b, c in pairs if b.measure is not None and c.measure is not None
+                  and _inconclusive(b.measure, c.measure) is None]
+        found = [stats.log_difference(b.measure.per_step(), c.measure.per_step(),
+                                      (sides[0].get(id(b)), sides[1].get(id(c))))
+                 for b, c in judged if b.measure is not None and c.measure is not None]
+        diffs, variances, dfs = ([f[i] for f in found] for i in range(3))
+        groups = len({c.identity.group for _, c in judged})  # a group's figures move together
+        return cls(*sides, between_runs(diffs, variances, dfs, groups))
+
+    def of_pair(self, base: Record, cur: Record) -> tuple[Parts | None, Parts | None]:
+        return self.baseline.get(id(base)), self.current.get(id(cur))
+
+
+def _group_spreads(run: Run) -> dict[int, Parts]:
+    """Each figure of two processes or more, its spread as its comparison group in the run
+    gives it (the group's cases ran in the same passes)."""
+    groups: dict[str, list[Record]] = {}
+    for _, record in run.cases:
+        if _processes(record.measure) >= MIN_PROCESSES:
+            groups.setdefault(record.identity.group, []).append(record)
+    found: dict[int, Parts] = {}
+    for members in groups.values():
+        logs = [np.log(stats.process_medians(r.measure.per_step())) for r in members
+                if r.measure is not None]
+        found.update((id(r), parts) for r, parts in zip(members, group_spreads(logs),
+                                                         strict=True))
+    return found
+
+
+def compare(name: str, base: Record, cur: Record, *, threshold: float, alpha: float,
+            spread: Spread | None = None) -> Row:
+    """One matched pair (equal identity keys), judged with what the runs say about spread."""
     old, new = _estimate(base.measure), _estimate(cur.measure)
     why = _inconclusive(base.measure, cur.measure)
     if why is not None or base.measure is None or cur.measure is None:
         return Row(name, why or "inconclusive", threshold, old, new)
-    ratio = stats.ratio(base.measure.per_step(), cur.measure.per_step())
+    spread = spread or Spread()
+    ratio = stats.ratio(base.measure.per_step(), cur.measure.per_step(),
+                        spreads=spread.of_pair(base, cur), between=spread.between)
     found = verdict(ratio, threshold, alpha)
     if found == SLOWER and is_control(cur):
         found = CONTROL_SLOWER
@@ -145,14 +200,34 @@ def _pick(candidates: Sequence[Case], entry: Entry, record: Record,
 def judge(baseline: Run, current: Run, *, threshold: float, alpha: float,
           thresholds: Mapping[str, float] | None = None) -> Judgement:
     """Every mlbench case of ``current`` against ``baseline``; ``thresholds`` by fullname."""
+    matched, missing = _match(baseline, current)
+    spread = Spread.of(baseline, current, [(b[1], c) for _, b, c, same in matched if same])
+    rows = []
+    for entry, (_, base), record, same in matched:
+        limit = (thresholds or {}).get(entry.fullname, threshold)
+        rows.append(compare(entry.name, base, record, threshold=limit, alpha=alpha,
+                            spread=spread)
+                    if same else not_comparable(entry.name, base, record, limit))
+    used = {b[0].fullname for _, b, _, _ in matched}
+    unrun = tuple(e.name for e, _ in baseline.cases if e.fullname not in used)
+    plain = tuple(e.name for e in current.entries if e.record is None)
+    return Judgement(tuple(rows), tuple(missing), unrun, plain)
+
+
+Match = tuple[Entry, Case, Record, bool]  # current's entry, the baseline's case, current's
+# record, and whether their identities are equal
+
+
+def _match(baseline: Run, current: Run) -> tuple[list[Match], list[str]]:
+    """Each current case's baseline case: equal identity first, else the same test or case
+    with another identity (not comparable); and the names the baseline lacks."""
     by_key: dict[tuple[object, ...], list[Case]] = {}
     for case in baseline.cases:
         by_key.setdefault(case[1].identity.key, []).append(case)
-    rows: list[Row] = []
+    matched: list[Match] = []
     missing: list[str] = []
     used: set[str] = set()
     for entry, record in current.cases:
-        limit = (thresholds or {}).get(entry.fullname, threshold)
         same = _pick(by_key.get(record.identity.key, []), entry, record, used)
         # no equal identity: the same test or case with another identity is not comparable
         other = same or _pick([c for c in baseline.cases if c[0].fullname == entry.fullname
@@ -161,11 +236,8 @@ def judge(baseline: Run, current: Run, *, threshold: float, alpha: float,
             missing.append(entry.name)
             continue
         used.add(other[0].fullname)
-        rows.append(compare(entry.name, other[1], record, threshold=limit, alpha=alpha)
-                    if same else not_comparable(entry.name, other[1], record, limit))
-    unrun = tuple(e.name for e, _ in baseline.cases if e.fullname not in used)
-    plain = tuple(e.name for e in current.entries if e.record is None)
-    return Judgement(tuple(rows), tuple(missing), unrun, plain)
+        matched.append((entry, other, record, same is not None))
+    return matched, missing
 
 
 # -- presentation -------------------------------------------------------------------------------

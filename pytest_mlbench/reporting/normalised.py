@@ -17,7 +17,7 @@ import numpy as np
 
 from pytest_mlbench import stats, tables
 from pytest_mlbench.measuring import hostspeed
-from pytest_mlbench.storing.record import Measure, Record
+from pytest_mlbench.storing.record import Measure, Record, run_prior
 
 NEXT = f"next run {stats.PREDICTION:.0%}"
 HEADER = ("implementation", "step (ms)", NEXT, "normalised", NEXT,
@@ -53,11 +53,13 @@ def normalised_blocks(records: Iterable[Record], reference: str | None = None,
                       ) -> list[tuple[str, list[list[str]]]]:
     """The normalised table's cells: per group (first-seen order), its rows under ``HEADER``,
     fastest first, as ``normalised_table`` prints them (the HTML page shows the same cells)."""
+    measured = [r for r in records if r.measure is not None]
+    prior = run_prior(r.measure for r in measured)  # three processes judged with the run's df
     groups: dict[str, list[tuple[Record, Measure, stats.Estimate]]] = {}
-    for record in records:
+    for record in measured:
         if record.measure is not None:
             groups.setdefault(record.identity.group, []).append(
-                (record, record.measure, record.measure.estimate()))
+                (record, record.measure, record.measure.estimate(prior)))
     blocks = []
     for members in groups.values():
         members.sort(key=lambda rme: rme[2].value)

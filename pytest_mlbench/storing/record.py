@@ -9,7 +9,7 @@ A record that cannot be trusted raises ``RecordError`` with one line saying what
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -138,9 +138,10 @@ class Measure:
     def per_step(self) -> list[list[float]]:
         return [[t / self.steps_per_call for t in rounds] for rounds in self.passes]
 
-    def estimate(self) -> stats.Estimate:
-        """Seconds per step, with the interval the process-level spread gives."""
-        return stats.estimate(self.per_step())
+    def estimate(self, prior: stats.Prior | None = None) -> stats.Estimate:
+        """Seconds per step, with the interval the process-level spread gives, moderated by
+        the run's ``prior`` (``run_prior``) when given."""
+        return stats.estimate(self.per_step(), prior=prior)
 
     @property
     def step_s(self) -> float:
@@ -169,11 +170,20 @@ class Measure:
                 "calls_per_round": list(self.calls_per_round),
                 "bare_step_s": list(self.bare_step_s),
                 "bare_s": self.bare_s, "overhead": self.overhead,
-                # derived, for readers that do not recompute: seconds per step
+                # derived, for readers that do not recompute: seconds per step, and the
+                # interval this case's own processes give (the tables take what the run's
+                # other figures say too, which no single record knows: run_prior)
                 "step_s": est.value, "interval_s": [est.low, est.high],
                 "interval_level": stats.PREDICTION,
                 "gflops": self.gflops, "utilisation": self.utilisation,
                 "estimate": est.to_dict()}
+
+
+def run_prior(measures: Iterable[Measure | None]) -> stats.Prior | None:
+    """A run's prior on the spread of its figures' process medians (stats.Prior.of_figures),
+    which its absolute figures' intervals share (Measure.estimate; None below
+    stats.PRIOR_MIN figures of two processes or more)."""
+    return stats.Prior.of_figures(m.per_step() for m in measures if m is not None)
 
 
 @dataclass(frozen=True)

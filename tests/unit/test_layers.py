@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "pytest_mlbench"
 # or of a layer below it
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "precision", "stats", "tables", "threads", "options", "hookspec", "parallel",
-     "timesheet", "variants", "owned", "control"),  # root leaves
+     "timesheet", "variants", "owned", "control", "spread"),  # root leaves
     ("builders",),
     ("frameworks",),
     ("workloads",),

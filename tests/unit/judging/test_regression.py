@@ -3,14 +3,16 @@ nothing judged never a pass. No rounds here were timed."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+import numpy as np
 import pytest
 
 from pytest_mlbench.judging import regression
 from pytest_mlbench.storing import runs
-from pytest_mlbench.storing.record import Record
-from tests.synthetic import bench, record, run_json
+from pytest_mlbench.storing.record import Measure, Record
+from tests.synthetic import bench, identity, record, run_json
 
 
 def run(*records: Record | None, **names: Any) -> runs.Run:
@@ -138,3 +140,27 @@ def test_table_columns_align_for_long_names() -> None:
     assert {line[:lines[0].index("current (ms)") + 12].rstrip()[-1] for line in lines} <= set(
         "0123456789)")
     assert lines[0].split()[:3] == ["benchmark", "baseline", "(ms)"]
+
+
+def spread_run(shifts: np.ndarray, name: str, seed: int) -> runs.Run:
+    """A run of len(shifts) cases (one group), three processes each, 2% apart, each case's
+    figure exp(shift)."""
+    rng = np.random.default_rng(seed)
+    return runs.from_json(run_json(*[bench(Record(
+        identity(workload="g", head="g", dims={"case": c}), f"g-c{c}",
+        Measure(1, tuple((float(math.exp(x + 0.02 * rng.standard_normal())),)
+                         for _ in range(3))))) for c, x in enumerate(shifts)]), name)
+
+
+def test_the_days_between_two_runs_count_against_a_slowdown() -> None:
+    """Two runs of 30 unchanged cases whose figures moved 10% (sd) each from one day to the
+    other, far beyond their processes' 2%: the gate finds that between-run variance and
+    flags none of them (without it, Welch's t on the processes alone flags several)."""
+    rng = np.random.default_rng(31)
+    base = spread_run(np.zeros(30), "base", 1)
+    cur = spread_run(0.10 * rng.standard_normal(30), "cur", 2)
+    j = judge(base, cur, threshold=0.0)
+    assert not [r.name for r in j.rows if r.verdict in ("SLOWER", "faster")]
+    alone = [regression.compare(r.name, b, c, threshold=0.0, alpha=0.01)
+             for r, (_, b), (_, c) in zip(j.rows, base.cases, cur.cases, strict=True)]
+    assert sum(r.verdict in ("SLOWER", "faster") for r in alone) >= 5
