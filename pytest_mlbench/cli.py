@@ -25,6 +25,7 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 
@@ -257,7 +258,8 @@ def history_report(args: argparse.Namespace) -> tuple[Lines, int]:
     if args.html is not None:
         page.check_folder(args.html)
     store = sessions.storage(build_gate_settings({"baselines": args.baselines}), Path.cwd())
-    found = history_cache.read(args.runs, store.resolve, args.reference, args.html)
+    found = history_cache.read(args.runs, partial(resolve_anywhere, store), args.reference,
+                               args.html)
     impls = sorted({s.ident.impl for s in found.series})
     if args.reference and args.reference not in impls:
         raise OptionError(f"--reference {args.reference!r}: no such implementation in the "

@@ -62,7 +62,7 @@ def cases(count: int = CASES) -> list[tuple[str, str, str, str]]:
 def pool(level: float, seed: int, runs_noise: float = 0.01) -> list[Pooled]:
     rng = np.random.default_rng(seed)
     made = []
-    for k in range(POOL):
+    for _ in range(POOL):
         host = float(np.exp(runs_noise * rng.standard_normal()))
         m = measure(level * host, processes=3, rounds=8, seed=int(rng.integers(2**31)),
                     between=0.02, within=0.03)

@@ -17,7 +17,7 @@ import math
 import multiprocessing
 import os
 import statistics
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -180,10 +180,10 @@ def _figure(entry: Entry, medians: list[float]) -> tuple[float, float, float]:
     figure = statistics.median(medians)
     kept = ((entry.bench.get("extra_info") or {}).get("mlbench") or {}).get("measure") or {}
     bounds = kept.get("interval_s")
-    low, high = bounds if isinstance(bounds, list) and len(bounds) == 2 else (None, None)
-    if _number(kept.get("step_s")) and math.isclose(kept["step_s"], figure, rel_tol=1e-9) \
-            and _number(low) and _number(high) and low <= figure <= high:
-        return figure, float(low), float(high)
+    if isinstance(bounds, list) and len(bounds) == 2 and all(map(_number, bounds)) \
+            and _number(kept.get("step_s")) and math.isclose(kept["step_s"], figure, rel_tol=1e-9) \
+            and bounds[0] <= figure <= bounds[1]:
+        return figure, float(bounds[0]), float(bounds[1])
     record = entry.record
     assert record is not None and record.measure is not None
     est = record.measure.estimate()

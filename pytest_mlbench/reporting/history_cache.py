@@ -19,8 +19,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_mlbench.reporting.history import (Digest, History, Point, RunInfo, digests, expand,
-                                              history, normalise)
+from pytest_mlbench.reporting.history import (
+    Digest,
+    History,
+    Point,
+    RunInfo,
+    digests,
+    expand,
+    history,
+    normalise,
+)
 from pytest_mlbench.storing.record import SCHEMA, Identity, Record, RecordError
 
 NAME = ".mlbench-cache.json"
@@ -52,7 +60,7 @@ def save(folder: Path, kept: dict[str, Digest]) -> None:
     """``kept`` (the runs of this build) as the folder's cache, replaced whole."""
     index: dict[str, int] = {}
     idents: list[dict[str, Any]] = []
-    runs = {}
+    runs: dict[str, dict[str, Any]] = {}
     for sha, d in kept.items():
         points = []
         for p in d.points:
@@ -60,7 +68,7 @@ def save(folder: Path, kept: dict[str, Digest]) -> None:
             if key not in index:
                 index[key] = len(idents)
                 idents.append(p.ident.to_json())
-            points.append([index[key], p.name, p.figure, p.low, p.high, list(p.processes)])
+            points.append([index[key], p.name, p.figure, p.low, p.high, [*p.processes]])
         runs[sha] = {"info": {**d.info.__dict__}, "points": points}
     payload = json.dumps({"format": FORMAT, "schema": SCHEMA, "identities": idents,
                           "runs": runs}, separators=(",", ":"))

@@ -257,9 +257,11 @@
       width: 560, height: 220, legend: {show: false}, series: series,
       scales: {x: {time: false}},
       bands: [{series: [2, 1], fill: "rgba(31,119,180,0.15)"}],
-      axes: [{values: function (u, ticks) {
+      // x: runs in commit order, ticks at whole runs, labelled with the commit
+      axes: [{space: 70, incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000],
+              values: function (u, ticks) {
                 return ticks.map(function (t) {
-                  return Number.isInteger(t) && D.runs[t] ? runName(t).split(" ")[0] : "";
+                  return D.runs[t] ? runName(t).split(" ")[0].slice(0, 7) : "";
                 });
               }, size: 30},
              {label: normalised ? "normalised" : "ms a step", size: 60}],

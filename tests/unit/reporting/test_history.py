@@ -9,8 +9,8 @@ import io
 import json
 import re
 import shutil
-from dataclasses import dataclass
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -201,7 +201,7 @@ def test_the_page_holds_the_history_the_step_and_the_latest_tables(
             [r for _, r in latest.cases])]
     series = data["series"][0]
     assert len(series["v"]) == len(series["lo"]) == len(series["p"]) == 40
-    assert all(lo <= v <= hi for lo, v, hi in zip(series["lo"], series["v"], series["hi"]))
+    assert all(lo <= v <= hi for lo, v, hi in zip(series["lo"], series["v"], series["hi"], strict=True))
     assert all(len(p) == 3 for p in series["p"])
 
 
@@ -358,6 +358,14 @@ def test_the_page_draws_tables_charts_and_the_step_offline(
                  if int(k) != index)
     plain = tab.evaluate(PIXELS + f"({other})")
     assert plain["drawn"] > 5000 and plain["red"] == 0, plain
+    box = tab.evaluate(f"(() => {{ const r = window.mlbenchCharts[{index}].over"
+                       ".getBoundingClientRect(); return [r.left, r.top, r.width, r.height]; })()")
+    tab.send("Input.dispatchMouseEvent", type="mouseMoved", x=box[0] + box[2] * 0.62,
+             y=box[1] + box[3] / 2)
+    tip = tab.wait_for("!document.getElementById('tip').hidden && "
+                       "document.getElementById('tip').textContent")
+    assert re.match(r"commit [0-9a-f]{12}\ndate 2026-\d\d-\d\dT.*\nrun 00\d\d_main-\d\d.json"
+                    r"\nfigure [0-9.]+ ms \[", tip), tip
     shot = tab.screenshot(tmp_path / "history-page.png")
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
     choose(tab, "f-framework", "torch")
