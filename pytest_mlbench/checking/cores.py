@@ -36,6 +36,9 @@ MARGIN = 0.15
 # smoke shape's rounds last tens of microseconds in a session that times nothing)
 SLACK_S = 50e-6
 SHOWN = 4  # names shown of a list
+# a reply that says nothing of its turn (a worker that reads no usage): its rounds' own CPU
+NOTHING_READ = p.TurnUsage(span=0.0, children_cpu=0.0, children={}, widened={}, cores=[],
+                           controls={}, set_while_timed={}, new_threads={}, new_processes={})
 
 
 def cores_used(ran: p.RoundsRan, usage: p.TurnUsage) -> list[tuple[float, float, float]]:
@@ -50,12 +53,14 @@ def cores_used(ran: p.RoundsRan, usage: p.TurnUsage) -> list[tuple[float, float,
             for cpu, wall in zip(ran.cpu, ran.cpu_wall, strict=True)]
 
 
-def assert_turn(replies: Sequence[p.RoundsRan], usages: Sequence[p.TurnUsage],
-                numbers: Sequence[int], *, threads: int, device: str, where: str) -> float:
-    """Every rank's turn (rounds ``numbers``) within the case's ``threads`` and the session's
-    controls; returns the largest ratio of cores used to ``threads`` over its rounds."""
+def assert_turn(replies: Sequence[p.RoundsRan], numbers: Sequence[int], *, threads: int,
+                device: str, where: str) -> float:
+    """Every rank's turn (rounds ``numbers``, its rounds joined in one reply a rank, the last
+    round's ``usage`` the turn's) within the case's ``threads`` and the session's controls;
+    returns the largest ratio of cores used to ``threads`` over its rounds."""
     worst = 0.0
-    for rank, (ran, usage) in enumerate(zip(replies, usages, strict=True)):
+    for rank, ran in enumerate(replies):
+        usage = ran.usage or NOTHING_READ
         used = cores_used(ran, usage)
         found = [_cores(used, usage, numbers, threads)] if device == "cpu" else []
         found += _held(usage, threads)

@@ -9,9 +9,9 @@ each by its handler in COMMANDS (a case's commands by theirs in CASE_COMMANDS):
     Open(spec)                  build a case -> its handle
     OnCase(handle, command)     a CaseServer command (Start, Evaluate, Steps, Round, Fetch,
                                 Finish, ...), or ``Learn``: a warm-up round, repeated while the
-                                worker watches which threads work, then pins them;
-                                ``Usage``: what a timed turn used and what the worker
-                                holds as it ends (engine/usage.py)
+                                worker watches which threads work, then pins them; the
+                                Round that ends a turn also says what the turn used and
+                                what the worker holds (engine/usage.py)
     Close(handle)               drop a case and collect its memory
     Peak(dtype)                 this framework's best matmul GFLOP/s at a dtype
 
@@ -27,6 +27,7 @@ import gc
 import time
 import traceback
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from pytest_mlbench import frameworks
@@ -156,7 +157,7 @@ class FrameworkWorker:
             raise ValueError(f"unknown command {name!r} ({type(command).__name__}): this worker "
                              f"serves {sorted(c.name for c in COMMANDS)}")
         if not (isinstance(command, p.OnCase)
-                and isinstance(command.command, p.Round | p.BareLoop | p.Usage)):
+                and isinstance(command.command, p.Round | p.BareLoop)):
             self._off_timed_cores()  # a turn's rounds are over: its fetch, or anything else
         return handler(self, command)
 
@@ -202,18 +203,19 @@ class FrameworkWorker:
 
     def _turn_round(self, case: CaseServer, command: p.Round) -> p.RoundsRan:
         """A turn's first round (one that does not follow) begins the turn's reading of
-        child processes and threads (usage.Turn), on the case's cores, before its clock."""
+        child processes and threads (usage.Turn), on the case's cores, before its clock;
+        the round that ``ends`` the turn reads what it used after its clock, still there,
+        and sends it with the reply (no message of its own: a message costs more than the
+        reading, milliseconds on a loaded host)."""
+        turn = self.turns.setdefault(id(case), usage.Turn())
         if not command.follows:
-            self.turns.setdefault(id(case), usage.Turn()).begin()
-        return run_rounds(case, command)
-
-    def usage(self, case: CaseServer, command: p.Usage) -> p.TurnUsage:
-        """What the turn just run used and what the worker holds, read before anything
-        frees it from the case's cores (``__call__``)."""
-        turn = self.turns.get(id(case))
-        if turn is None:
-            raise AssertionError(f"{case.where}: asked what a turn used before any turn ran")
-        return turn.end(self.setting)
+            turn.begin()
+        ran = run_rounds(case, command)
+        if not command.ends:
+            return ran
+        began = time.perf_counter()
+        used = turn.end(self.setting)
+        return replace(ran, usage=used, usage_s=ran.usage_s + time.perf_counter() - began)
 
     def bare_loop(self, case: CaseServer, command: p.BareLoop) -> p.Seconds:
         """On the timed cores, as a round is."""
@@ -311,7 +313,6 @@ CASE_COMMANDS: dict[type[p.CaseCommand[Any]], Callable[[FrameworkWorker, CaseSer
     p.Round: FrameworkWorker.round,
     p.BareLoop: FrameworkWorker.bare_loop,
     p.Learn: FrameworkWorker.learn,
-    p.Usage: FrameworkWorker.usage,
     p.Fetch: _fetch,
     p.Finish: _finish,
     p.Pretouch: _pretouch,

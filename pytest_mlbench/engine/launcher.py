@@ -41,7 +41,7 @@ from pytest_mlbench.engine import leftovers, wire
 STOP_GRACE_S = 5.0
 # seconds the other ranks get to answer once one rank reported a failure
 FAILED_GRACE_S = 20.0
-PROTOCOL = 9  # bumped when commands change (engine/protocol.py): an A/B worker of another
+PROTOCOL = 10  # bumped when commands change (engine/protocol.py): an A/B worker of another
 # revision must match
 STDERR_TAIL = 12  # lines of a worker's stderr kept to show when it dies
 STDERR_KEPT = 400  # lines kept to find a hung worker's stack in (every thread's, by faulthandler)

@@ -95,6 +95,23 @@ class Stepped:
 
 
 @dataclass(frozen=True)
+class TurnUsage:
+    """What a timed turn used beyond its rounds' own threads, and what the worker holds as it
+    ends (engine/usage.Turn.end), for the parent to judge (checking/cores.py); sent with the
+    reply to the Round that ends the turn."""
+
+    span: float  # seconds from the turn's first round to this reading, on the worker's clock
+    children_cpu: float  # CPU seconds its child processes used over ``span``, live and reaped
+    children: dict[int, str]  # the child processes that ran over the turn: pid -> name
+    widened: dict[str, list[int]]  # each thread or child that may leave ``cores``: its cores
+    cores: list[int]  # the case's cores, where the turn ran
+    controls: dict[str, tuple[int, int]]  # each thread control that changed: (now, as set)
+    set_while_timed: dict[str, int]  # calls that changed a control while timed: how many
+    new_threads: dict[int, str]  # threads held that were not when timing began: tid -> name
+    new_processes: dict[int, str]  # the same of child processes
+
+
+@dataclass(frozen=True)
 class RoundsRan:
     """Timed rounds: per round its seconds, the worker's serial number, the digest of its
     kept result, its page faults and the runner's step count after it; for the command, the
@@ -120,22 +137,7 @@ class RoundsRan:
     cpu: list[float] | None = None
     cpu_wall: list[float] | None = None
     usage_s: float = 0.0
-
-
-@dataclass(frozen=True)
-class TurnUsage:
-    """What a timed turn used beyond its rounds' own threads, and what the worker holds as it
-    ends (engine/usage.Turn.end), for the parent to judge (checking/cores.py)."""
-
-    span: float  # seconds from the turn's first round to this reading, on the worker's clock
-    children_cpu: float  # CPU seconds its child processes used over ``span``, live and reaped
-    children: dict[int, str]  # the child processes that ran over the turn: pid -> name
-    widened: dict[str, list[int]]  # each thread or child that may leave ``cores``: its cores
-    cores: list[int]  # the case's cores, where the turn ran
-    controls: dict[str, tuple[int, int]]  # each thread control that changed: (now, as set)
-    set_while_timed: dict[str, int]  # calls that changed a control while timed: how many
-    new_threads: dict[int, str]  # threads held that were not when timing began: tid -> name
-    new_processes: dict[int, str]  # the same of child processes
+    usage: TurnUsage | None = None  # the turn's, on the Round that ``ends`` it
 
 
 @dataclass(frozen=True)
@@ -288,6 +290,9 @@ class Round(CaseCommand[RoundsRan]):
     calls: int
     keys: list[list[int]] | None = None
     follows: bool = False
+    # this round ends its turn: after it the worker reads what the turn used and what it
+    # holds, still on the case's cores, and sends it with the reply (RoundsRan.usage)
+    ends: bool = False
     name: ClassVar[str] = "round"
 
 
@@ -309,14 +314,6 @@ class Learn(CaseCommand[RoundsRan]):
     round: Round
     pin: bool
     name: ClassVar[str] = "learn"
-
-
-@dataclass(frozen=True)
-class Usage(CaseCommand[TurnUsage]):
-    """Sent after a timed turn's rounds, before anything else: what the turn used and what
-    the worker holds, read while it is still on the case's cores."""
-
-    name: ClassVar[str] = "usage"
 
 
 @dataclass(frozen=True)

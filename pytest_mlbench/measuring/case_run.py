@@ -328,21 +328,20 @@ class CaseRun:
         for i, r in enumerate(numbers):
             keys = self._keys(1)
             began = time.perf_counter()  # the parent's own clock (audit.assert_clocks_agree)
-            part = self.pool.case(self.handle, p.Round(1, self.calls, keys, follows=i > 0),
-                                  timeout=timeout)
+            part = self.pool.case(
+                self.handle, p.Round(1, self.calls, keys, follows=i > 0, ends=i == total - 1),
+                timeout=timeout)
             took += time.perf_counter() - began
             self._ran([r], part[0], keys)
             parts.append(part)
         reply = joined(parts)
-        with spend("cores"):  # read while the worker is still on the case's cores
-            used = self.pool.case(self.handle, p.Usage())
         seconds = [max(col) for col in zip(*(r.seconds for r in reply), strict=True)]
         faults = [max(col) for col in zip(*(r.faults for r in reply), strict=True)]
         # the turn is the caller's "turns"; its rounds' own seconds are charged apart
         charge("timed", sum(seconds[discard:]), instead_of="turns")
         charge("dropped", sum(seconds[:discard]), instead_of="turns")
         self._clocked(took, reply, seconds, commands=total)
-        self._judge_cores(reply, used, numbers)
+        self._judge_cores(reply, numbers)
         with spend("audits"):
             self._fetch(numbers)
         self._pretouched_again([r.pretouched for r in reply if r.pretouched])
@@ -379,17 +378,17 @@ class CaseRun:
             clock["round_median_s"] = float(np.median(self.round_seconds))
         clock["after_bounded"] = float(self.ctx.cid.device == "cpu")
 
-    def _judge_cores(self, reply: Sequence[p.RoundsRan], used: Sequence[p.TurnUsage],
-                     numbers: Sequence[int]) -> None:
+    def _judge_cores(self, reply: Sequence[p.RoundsRan], numbers: Sequence[int]) -> None:
         """The turn's cores used and the controls its workers hold (checking/cores.py);
-        the largest ratio of cores used to the case's threads, and what reading it cost
-        the worker's rounds, kept."""
+        the largest ratio of cores used to the case's threads, and the most threads and
+        processes held new, kept; what reading them cost the worker, charged."""
         charge("cores", max(r.usage_s for r in reply), instead_of="turns")
-        ratio = cores.assert_turn(reply, used, numbers, threads=self.expected_threads(),
+        ratio = cores.assert_turn(reply, numbers, threads=self.expected_threads(),
                                   device=self.ctx.cid.device, where=self.ctx.where)
         clock = self.clock
         clock["cores_ratio"] = max(float(clock.get("cores_ratio", 0.0)), ratio)
-        held = max(len(u.new_threads) + len(u.new_processes) for u in used)
+        held = max(len(r.usage.new_threads) + len(r.usage.new_processes) if r.usage else 0
+                   for r in reply)
         clock["held_new"] = max(int(clock.get("held_new", 0)), held)
 
     def bare_loop(self) -> None:
@@ -616,7 +615,7 @@ def joined(parts: Sequence[Sequence[p.RoundsRan]]) -> list[p.RoundsRan]:
             after=[v for m in mine for v in (m.after or [])],
             cpu=[v for m in mine for v in (m.cpu or [])],
             cpu_wall=[v for m in mine for v in (m.cpu_wall or [])],
-            usage_s=sum(float(m.usage_s) for m in mine)))
+            usage_s=sum(float(m.usage_s) for m in mine), usage=mine[-1].usage))
     return ranks
 
 

@@ -34,8 +34,8 @@ def usage(**changed: Any) -> p.TurnUsage:
 
 def judge(rounds: p.RoundsRan, found: p.TurnUsage, threads: int = 1,
           device: str = "cpu") -> float:
-    return cores.assert_turn([rounds], [found], NUMBERS, threads=threads, device=device,
-                             where=WHERE)
+    return cores.assert_turn([replace(rounds, usage=found)], NUMBERS, threads=threads,
+                             device=device, where=WHERE)
 
 
 def test_an_honest_turn_passes_with_its_largest_ratio_of_cores_to_threads() -> None:
@@ -104,14 +104,17 @@ def test_new_threads_alone_are_no_finding() -> None:
 
 def test_a_rank_of_a_parallel_case_is_named() -> None:
     with pytest.raises(AssertionError, match=r"\) \(rank 1\) timed turn of rounds 4-6: round"):
-        cores.assert_turn([ran([0.01] * 3), ran([0.02] * 3)], [usage(), usage()], NUMBERS,
-                          threads=1, device="cpu", where=WHERE)
+        cores.assert_turn([ran([0.01] * 3), ran([0.02] * 3)], NUMBERS, threads=1,
+                          device="cpu", where=WHERE)
 
 
 def test_a_worker_that_reports_no_cpu_is_judged_on_its_controls_only() -> None:
-    """An older reply without per-round CPU readings (or one whose lists do not line up)."""
+    """A reply without per-round CPU readings (or one whose lists do not line up), or
+    without its turn's usage (its rounds' own CPU judged alone)."""
     rounds = replace(ran([0.01] * 3), cpu=None)
     assert judge(rounds, usage()) == 0.0
+    assert cores.assert_turn([ran([0.01] * 3)], NUMBERS, threads=1, device="cpu",
+                             where=WHERE) == pytest.approx(1.0)
 
 
 def test_at_the_end_every_control_holds_the_session_s_count_or_its_value_before_timing() -> None:

@@ -103,7 +103,6 @@ def test_a_worker_answers_every_case_command_with_its_reply_type() -> None:
         expected: list[tuple[p.CaseCommand[Any], type]] = [
             (p.Start(), p.Started), (p.Evaluate(0), p.Gradient), (p.Steps(2), p.Stepped),
             (p.Learn(p.Round(1, 2), pin=False), p.RoundsRan), (p.Round(2, 2), p.RoundsRan),
-            (p.Usage(), p.TurnUsage),
             (p.Fetch([(0, None), (1, None)]), p.Fetched), (p.Pretouch(), p.Heap),
             (p.CompiledSeconds(), p.Seconds), (p.MeasurePeakMemory(), p.PeakMemory),
             (p.Finish(True), p.Finished)]
@@ -112,6 +111,9 @@ def test_a_worker_answers_every_case_command_with_its_reply_type() -> None:
             assert [type(f) for f in found] == [reply], command
         ran = pool.case(handle, p.Round(3, 2))[0]
         assert len(ran.seconds) == len(ran.serials) == len(ran.faults) == 3
+        assert ran.usage is None and len(ran.cpu or []) == len(ran.cpu_wall or []) == 3
+        ended = pool.case(handle, p.Round(1, 2, follows=True, ends=True))[0]
+        assert isinstance(ended.usage, p.TurnUsage)  # the turn's, with the round ending it
         done = pool.case(handle, p.Finish(True))[0]
         assert isinstance(done.trained, p.Gradient) and done.snapshot is not None
         with pytest.raises(CaseFailed, match="no longer kept in the worker"):

@@ -51,8 +51,6 @@ class FakePool:
         if isinstance(command, protocol.BareLoop):
             self.bare.append(list(command.keys))
             return [protocol.Seconds(0.5)]
-        if isinstance(command, protocol.Usage):  # nothing used past the case's cores
-            return [protocol.TurnUsage(0.0, 0.0, {}, {}, [0], {}, {}, {}, {})]
         assert isinstance(command, protocol.Round)
         total, follows = command.rounds, command.follows
         self.calls.append((self.serial + 1, total))
