@@ -32,9 +32,10 @@ AFFINITIES = ("off", "pin")
 AUTO = ("auto",)  # --mlbench-precision left unset: a workload's default_precisions apply
 FALLBACK_PRECISION = "fp32"  # for workloads that declare no default precision
 # Three keep the main job (-m mlbench_main) short (its minutes: docs/MEASURING.md); the A/B
-# gate's workflow asks for five (a paired t-test on two degrees of freedom has little power).
+# gate's workflow asks for three too: its paired test takes the session's other cases'
+# spread (spread.Prior), so two degrees of freedom a case are not all it has (docs/GATE.md)
 DEFAULT_PROCESSES = 3
-GATE_PROCESSES = 5
+GATE_PROCESSES = 3
 MAX_WORKERS = 1024
 
 

@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 
 from pytest_mlbench import stats
 from pytest_mlbench.reporting import machines
-from pytest_mlbench.storing.record import Record
+from pytest_mlbench.storing.record import Record, run_prior
 
 
 def save(fig: Figure, directory: Path | str, stem: str) -> list[Path]:
@@ -38,7 +38,8 @@ def errors(estimates: Sequence[stats.Estimate | None], scale: float) -> list[lis
 
 def bar_chart(records: Sequence[Record], group: str, reference: str | None = None) -> Figure:
     """One comparison group, fastest first, each bar labelled with its normalised time."""
-    rows = sorted(((r, r.measure.estimate()) for r in records
+    prior = run_prior(r.measure for r in records)  # the table's intervals, moderated alike
+    rows = sorted(((r, r.measure.estimate(prior)) for r in records
                    if r.identity.group == group and r.measure is not None),
                   key=lambda re: re[1].value)
     if not rows:
@@ -60,11 +61,13 @@ def sweep_series(records: Sequence[Record], workload: str = "linreg", axis: str 
                  ) -> dict[str, list[tuple[int, stats.Estimate]]]:
     """``{impl precision: [(dimension, step estimate), ...]}`` from ``Identity.dims[axis]``."""
     series: dict[str, list[tuple[int, stats.Estimate]]] = defaultdict(list)
+    prior = run_prior(r.measure for r in records)
     for r in records:
         ident = r.identity
         if r.measure is None or ident.workload != workload or axis not in ident.dims:
             continue
-        series[f"{ident.impl} {ident.precision}"].append((ident.dims[axis], r.measure.estimate()))
+        series[f"{ident.impl} {ident.precision}"].append((ident.dims[axis],
+                                                          r.measure.estimate(prior)))
     return {impl: sorted(points, key=lambda p: p[0]) for impl, points in sorted(series.items())}
 
 
@@ -95,6 +98,7 @@ def machine_chart(runs: machines.Named, workload: str, normalised: bool = False)
     if not rows:
         raise ValueError(f"no {workload} results in the runs given")
     controls = {name: machines.control(run) for name, run in runs}
+    priors = {name: run_prior(r.measure for _, r in run.cases) for name, run in runs}
     keys = list(rows)
     width = 0.8 / len(runs)
     fig = Figure(figsize=(max(5.0, 1.2 * len(keys) + 2), 4.0))
@@ -102,7 +106,7 @@ def machine_chart(runs: machines.Named, workload: str, normalised: bool = False)
     for i, (name, _) in enumerate(runs):
         ctl = controls[name]
         scale = (1 / ctl.seconds if ctl else float("nan")) if normalised else 1e3
-        ests = [rows[k][name].estimate() if name in rows[k] else None for k in keys]
+        ests = [rows[k][name].estimate(priors[name]) if name in rows[k] else None for k in keys]
         heights = [e.value * scale if e else float("nan") for e in ests]
         ax.bar([j + i * width for j in range(len(keys))], heights, width,
                yerr=errors(ests, scale), capsize=2, label=name)
