@@ -18,3 +18,8 @@ class PolicyNotApplied(AssertionError):
 class SpecError(AssertionError):
     """A workload's SPEC function raised or returned the wrong thing (make_data, make_params):
     the case fails with one line naming the function, the dims and what it must return."""
+
+
+class StepCheck(AssertionError):
+    """A check an adapter makes inside a call of the step (torch's xla mode: no copy to the
+    host mid-step): the case fails, the case server naming the case in front of it."""

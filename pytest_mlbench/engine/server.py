@@ -34,7 +34,7 @@ from pytest_mlbench.engine.protocol import (
     Started,
     Stepped,
 )
-from pytest_mlbench.errors import Unsupported
+from pytest_mlbench.errors import StepCheck, Unsupported
 from pytest_mlbench.precision import POLICIES, dtype_name
 from pytest_mlbench.workloads import catalogue, data
 from pytest_mlbench.workloads.case import Case, CaseId
@@ -321,11 +321,12 @@ class CaseServer:
 
     @contextlib.contextmanager
     def _where(self) -> Any:
-        """A result that is not the framework's own array fails naming the case."""
+        """A result that is not the framework's own array, or a step an adapter's own check
+        refused (errors.StepCheck), fails naming the case."""
         try:
             yield
-        except runners.NotConcrete as exc:
-            raise runners.NotConcrete(f"{self.where}: {exc}") from None
+        except (runners.NotConcrete, StepCheck) as exc:
+            raise type(exc)(f"{self.where}: {exc}") from None
 
     def _guard(self) -> Callable[[], Any]:
         guards = [c.guard for c in self.case.compiled]

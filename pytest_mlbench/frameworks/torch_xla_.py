@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from pytest_mlbench import threads as threading_
-from pytest_mlbench.errors import PolicyNotApplied, Unavailable, Unsupported
+from pytest_mlbench.errors import PolicyNotApplied, StepCheck, Unavailable, Unsupported
 from pytest_mlbench.frameworks.base import Compiled, no_donation, package_versions
 from pytest_mlbench.frameworks.torch_ import TorchAdapter
 from pytest_mlbench.precision import Policy
@@ -61,8 +61,8 @@ PROBE_S = 0.2  # seconds of matmuls over which the XLA pool's busy threads are c
 UNEXPECTED = "Unexpected execution happens inside the compiled function"
 
 
-class HostCopy(AssertionError):
-    """An xla step copied data from the XLA device to the host: the case fails."""
+class HostCopy(StepCheck):
+    """An xla step read a value on the host, or copied data there: the case fails."""
 
 
 class TorchXla(TorchAdapter):
@@ -202,7 +202,7 @@ class TorchXla(TorchAdapter):
             except RuntimeError as exc:
                 if UNEXPECTED not in str(exc):
                     raise
-                raise HostCopy(f"torch xla: {name} ran part of its graph before its end "
+                raise HostCopy(f"{name} ran part of its graph before its end "
                                f"({str(exc).splitlines()[0]}): something read a value on the "
                                "host mid-step (.item(), .cpu(), a Python branch on a tensor), "
                                "cutting the step into several XLA graphs; the xla mode "
@@ -210,7 +210,7 @@ class TorchXla(TorchAdapter):
             own[0] += self._compiles() - compiles
             moved = self._host_copies() - copies
             if moved:
-                raise HostCopy(f"torch xla: {name} copied {moved} tensor(s) from the XLA "
+                raise HostCopy(f"{name} copied {moved} tensor(s) from the XLA "
                                "device to the host (torch_xla's TransferFromDeviceTime): the "
                                "xla mode runs the step on the device, its results left there")
             return out

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mlbench import frameworks, jobs
+from pytest_mlbench import frameworks, jobs, variants
 from pytest_mlbench.options import build_settings, option_table
 from pytest_mlbench.parametrize import enumerate_cases
 from pytest_mlbench.storing import runs
@@ -25,12 +25,19 @@ def committed() -> list[Path]:
 
 def main_job_cases() -> set[str]:
     """The main job's case names at the default size on the CPU, as `tox -e bench` selects,
-    less those its specs declare unsupported (they skip, and a run records nothing of them)."""
+    less those its specs declare unsupported (they skip, and a run records nothing of them)
+    and those of a mode installed by a job of its own (torch's xla: tox -e bench-xla)."""
     found = catalogue.discover(ROOT / "suites", tuple(frameworks.BUILTIN))
     settings = build_settings({"size": "default", "device": "cpu"}, option_table())
     return {c.name for c in enumerate_cases(found.workloads, settings, frameworks.BUILTIN)
-            if jobs.MAIN in jobs.markers(c) and not c.workload.unsupported_reason(
-                c.framework, c.variant, c.device, c.precision, c.task.label)}
+            if jobs.MAIN in jobs.markers(c) and not own_job(c.framework, c.variant)
+            and not c.workload.unsupported_reason(c.framework, c.variant, c.device,
+                                                  c.precision, c.task.label)}
+
+
+def own_job(framework: str, variant: str) -> bool:
+    needs = getattr(frameworks.adapter_class(framework, frameworks.BUILTIN), "modes_need", {})
+    return variants.mode(variant) in needs
 
 
 def test_a_main_job_baseline_is_committed_and_reads() -> None:
