@@ -208,14 +208,17 @@ class FrameworkWorker:
         and sends it with the reply (no message of its own: a message costs more than the
         reading, milliseconds on a loaded host)."""
         turn = self.turns.setdefault(id(case), usage.Turn())
+        began = time.perf_counter()
         if not command.follows:
             turn.begin()
+        read_s = time.perf_counter() - began
         ran = run_rounds(case, command)
         if not command.ends:
-            return ran
+            return replace(ran, usage_s=ran.usage_s + read_s)
         began = time.perf_counter()
         used = turn.end(self.setting)
-        return replace(ran, usage=used, usage_s=ran.usage_s + time.perf_counter() - began)
+        return replace(ran, usage=used,
+                       usage_s=ran.usage_s + read_s + time.perf_counter() - began)
 
     def bare_loop(self, case: CaseServer, command: p.BareLoop) -> p.Seconds:
         """On the timed cores, as a round is."""
