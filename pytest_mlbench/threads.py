@@ -136,13 +136,17 @@ def place(where: Iterable[int]) -> int:
     mask the worker started with, which sized its thread pools) and untimed work frees it to
     every core, so that two untimed jobs can run side by side while nothing is timed."""
     target = set(where)
-    placed = 0
-    for tid in thread_ids():
-        try:
-            os.sched_setaffinity(tid, target)
-            placed += 1
-        except OSError:  # the thread ended in between
-            continue
+    placed, seen = 0, set()
+    # until no thread is left unplaced: one started meanwhile by a thread not yet placed
+    # would keep the old mask, and a timed turn checks that none may leave its cores
+    while todo := thread_ids() - seen:
+        for tid in todo:
+            try:
+                os.sched_setaffinity(tid, target)
+                placed += 1
+            except OSError:  # the thread ended in between
+                continue
+        seen |= todo
     return placed
 
 

@@ -95,12 +95,14 @@ def mlp_grad(p: Mapping[str, np.ndarray], d: Mapping[str, np.ndarray]) -> Arrays
 
 
 def mlp(name: str, data_parallel: Mapping[str, str] | None = None, steps_per_call: int = 1,
-        strategies: tuple[str, ...] = ("dp",), **implementations: tuple[str, ...]) -> Workload:
-    """The seed MLP at batch 64, one step a timed call (or ``steps_per_call``), lr 1e-2;
+        strategies: tuple[str, ...] = ("dp",), batch: int = 64,
+        **implementations: tuple[str, ...]) -> Workload:
+    """The seed MLP at batch 64 (or ``batch``: one large enough that a second core pays, for
+    the cheaters that take one), one step a timed call (or ``steps_per_call``), lr 1e-2;
     ``data_parallel`` ({framework: variant}) runs the ``strategies`` (the mlp's plan for tp)."""
     return Workload(
         name=name, summary="seed MLP for cheaters", data_key="mlp",
-        sizes=_same_sizes(Shape({"batch": 64}, steps_per_call=steps_per_call)),
+        sizes=_same_sizes(Shape({"batch": batch}, steps_per_call=steps_per_call)),
         learning_rate=1e-2, make_data=seed_mlp().make_data, make_params=seed_mlp().make_params,
         loss=seed_mlp().loss, grad=mlp_grad,
         flops_per_step=lambda dims: 4 * dims["batch"] * IN * HIDDEN,

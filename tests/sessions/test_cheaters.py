@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_mlbench.checking import cores
 from pytest_mlbench.measuring import schedule
 from tests import background
 from tests.background import Command
@@ -161,6 +162,41 @@ def test_parameters_falling_behind_after_step_128_fail_the_count_at_the_pass_end
                   r"time\(s\).*: the parameters are nearest the reference's step (\d+), not \1"
                   r"|\d+ step\(s\) from the round's start, displacement of \w+: differs by .*; "
                   r"each step's batch is sent with its round")
+
+
+# -- more cores than the session gave (issue 56) -----------------------------------------------
+
+TURN = r"timed turn of rounds \d+-\d+: "
+
+
+@pytest.mark.parametrize(("name", "framework", "what"), [
+    # torch at two threads in each step, one again in params() (read as the round ends)
+    ("threadsup", "torch", r"thread controls set while timed: torch\.set_num_threads\(2\) "
+                           r"\(\d+ calls?\), where the session set 1 thread\(s\) on cores \[\d+\]"),
+    # the same left at two: the turn's end reads it too
+    ("threadsleft", "torch", r"thread controls set while timed: torch\.set_num_threads\(2\) \(1 "
+                             r"call\), .*; torch\.get_num_threads\(\) reads 2 after the turn, 1 "
+                             r"as the session set it"),
+    # NumPy's BLAS at two threads inside threadpoolctl's limit, for each step
+    ("blasup", "numpy", r"thread controls set while timed: threadpoolctl \w+ \(\S+\) "
+                        r"set_num_threads\(2\) \(\d+ calls?\)"),
+    # every thread on every core and torch at two threads for each step, both put back
+    ("affinity", "torch", r"thread controls set while timed: os\.sched_setaffinity\(<thread>, "
+                          r"\[[\d, ]+\]\) \(\d+ calls?\), torch\.set_num_threads\(2\)"),
+    # half of each step in a concurrent.futures thread let onto every core through libc
+    ("threadpool", "numpy", r"thread \d+ \(\S+\) may run on cores \[[\d, ]+\], the case's are "
+                            r"\[\d+\]; 1 thread\(s\) held that were not when timing began"),
+    # half of each step in a multiprocessing pool's process, started while free of the cores
+    ("procpool", "numpy", r"child process \d+ \(\S+\) may run on cores \[[\d, ]+\], the "
+                          r"case's are \[\d+\]"),
+])
+def test_more_cores_than_the_session_gave_fail_naming_what_was_used(
+        checked: Session, name: str, framework: str, what: str) -> None:
+    """Each on the seed MLP at batch 1024 (tests/cheats/morecores.py), honest in what it
+    computes, after the checked steps: a control set while timed (even if put back before
+    the round ends), one that reads otherwise as the turn ends, or a thread or process that
+    may run past the case's cores fails the turn in one line."""
+    assert_caught(checked, case(name, framework), TURN + r"(.*; )?" + what)
 
 
 # -- eager means eager --------------------------------------------------------------------------
@@ -381,6 +417,15 @@ def test_steps_finished_after_the_rounds_clock_fail_against_the_harness_work_the
                   r"the worker spent [\d.e-]+ s of CPU after a median timed round's clock had "
                   r"stopped, where copying and digesting its results allows [\d.e-]+ s .*: "
                   r"work was moved after the clock")
+
+
+def test_an_honest_timed_case_records_the_cores_its_rounds_used(timed: Session) -> None:
+    """Every pass's clock keeps the most cores a round used over the case's threads
+    (checking/cores.py): an honest round on its one core uses at most about one."""
+    run_json = json.loads(Path(timed.folder / "run.json").read_text())
+    (bench,) = [b for b in run_json["benchmarks"] if "honest-numpy" in b["name"]]
+    ratios = [c["cores_ratio"] for c in bench["extra_info"]["mlbench"]["checks"]["clocks"]]
+    assert len(ratios) == 2 and all(0 < r <= 1 + cores.MARGIN for r in ratios), ratios
 
 
 def test_the_audited_rounds_differ_between_passes_and_the_honest_case_passes_timed(

@@ -46,7 +46,7 @@ def test_an_honest_turn_passes_with_its_largest_ratio_of_cores_to_threads() -> N
 def test_a_round_on_two_cores_where_the_case_has_one_fails_saying_where() -> None:
     with pytest.raises(AssertionError, match=(
             rf"^{re.escape(WHERE)} timed turn of rounds 4-6: "
-            r"round 5 used 1\.90 cores where the case has 1 thread\(s\) \(at most 1\.15 with "
+            r"round 5 used 1\.90 cores where the case has 1 thread\(s\) \(at most 1\.10 with "
             r"the margin\): 1\.90 in the worker's threads, 0\.00 in its child processes$")):
         judge(ran([0.0099, 0.019, 0.0097]), usage())
 
@@ -63,6 +63,8 @@ def test_a_short_round_s_readings_are_within_the_slack() -> None:
     """A session that times nothing runs rounds of tens of microseconds: the CPU clock read
     on either side of one may exceed its wall time by a few microseconds."""
     assert judge(ran([60e-6], [40e-6]), usage()) == pytest.approx(1.5)
+    with pytest.raises(AssertionError, match=r"round 4 used 2\.50 cores .* \(at most 2\.35 with"):
+        judge(ran([100e-6], [40e-6]), usage())
 
 
 def test_a_gpu_case_s_host_cpu_is_not_judged_but_its_controls_are() -> None:
