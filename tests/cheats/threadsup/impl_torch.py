@@ -13,23 +13,18 @@ from pytest_mlbench import load_suite_file
 MORE = load_suite_file(Path(__file__).parents[1] / "morecores.py")
 
 
-class TwoThreadsWhileStepping:
-    def __init__(self, inner: Any) -> None:
-        self.inner, self.calls = inner, 0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    def step(self) -> Any:
-        self.calls += 1
-        if self.calls > MORE.SPECS.CHECKED:
-            torch.set_num_threads(2)
-        return self.inner.step()
-
-    def params(self) -> Any:
-        torch.set_num_threads(1)
-        return self.inner.params()
+def two_threads(inner: Any, n: int) -> Any:
+    torch.set_num_threads(2)
+    return inner.step()
 
 
 def build(case: Any) -> Any:
-    return TwoThreadsWhileStepping(MORE.SPECS.honest("mlp", "torch").build(case))
+    trainer = MORE.SPECS.AfterChecks(MORE.SPECS.honest("mlp", "torch").build(case), two_threads)
+    honest_params = trainer.params
+
+    def params() -> Any:
+        torch.set_num_threads(1)
+        return honest_params()
+
+    trainer.params = params
+    return trainer
