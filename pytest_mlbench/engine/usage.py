@@ -6,13 +6,14 @@ threads shares those cores and gains nothing. What can gain is what leaves them,
 changes the controls between two readings, and this module reads both:
 
 - per round, around its clock: the process's CPU seconds over all its threads (one
-  CLOCK_PROCESS_CPUTIME_ID read) and its reaped children's (one getrusage): a thread that left
-  the case's cores shows as more cores than the case has (engine/server.CaseServer.round);
-- per turn, once (``Turn``, ``end``): the child processes (``/proc/<pid>/task/*/children``,
-  walked as a turn begins and ends, never per round) and the CPU they used over the turn, live
-  and reaped; every thread's CPU affinity, and that of every child process that ran; the
-  threads and child processes held that were not when timing began; the cheap thread controls
-  (torch's, numba's, every BLAS and OpenMP pool through a threadpoolctl controller made once);
+  CLOCK_PROCESS_CPUTIME_ID read each side, engine/server.CaseServer.round): a thread that
+  left the case's cores shows as more cores than the case has;
+- per turn (``Turn``: ``begin`` before its first round, ``end`` after the round that ends it):
+  the CPU its child processes used over the turn, those reaped (one getrusage) and those alive
+  (``/proc/<pid>/task/*/children`` walked only where one ``waitid`` says there is a child);
+  every thread's CPU affinity, and that of every child process that ran; the threads and child
+  processes held that were not when timing began; the cheap thread controls (torch's, numba's,
+  every BLAS and OpenMP pool through a threadpoolctl controller made once);
 - while a round runs, every call that sets a thread control to another count than the
   session's, or an affinity mask past the case's cores (``Watch``): a change made for each
   step and undone before the round returns reads right whenever the controls are read.
@@ -36,17 +37,15 @@ from typing import Any
 from pytest_mlbench.engine.protocol import TurnUsage
 
 # bound as this module loads, before any implementation (as runners.process_time)
-process_time = time.process_time
 _rusage = resource.getrusage
 _perf = time.perf_counter
 _clock = time.clock_gettime if hasattr(time, "clock_gettime") else None
-TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-SHOWN = 4  # names shown of a list of threads or processes
+TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100  # /proc's CPU times' unit
 
 
 def reaped() -> float:
     """CPU seconds of this process's children that have ended and been waited for (the
-    kernel adds a child's to its parent's only then: live ones are read per turn)."""
+    kernel adds a child's to its parent's only then: live ones are read from /proc)."""
     kids = _rusage(resource.RUSAGE_CHILDREN)
     return kids.ru_utime + kids.ru_stime
 
@@ -234,12 +233,13 @@ def has_children() -> bool:
     return True
 
 
-def descendants(tids: Iterable[int]) -> list[int]:
-    """Every process started by this one's threads ``tids``, and by those, down the tree."""
+def descendants(tids: Iterable[int] | None = None) -> list[int]:
+    """Every process started by this one's threads (``tids``, if already listed), and by
+    those, down the tree."""
     if not has_children():
         return []
     found: list[int] = []
-    todo = [("self", list(tids))]
+    todo = [("self", list(task_ids() if tids is None else tids))]
     while todo:
         pid, threads = todo.pop()
         for tid in threads:
@@ -290,12 +290,13 @@ class Turn:
 
     def begin(self) -> None:
         """A turn's first round is about to run (the worker on the case's cores)."""
-        first = self.tids is None
-        tids = set(task_ids()) if first or has_children() else set()
-        kids = descendants(tids)
-        if first:
-            self.tids, self.pids = tids, set(kids)
+        if self.tids is None:  # timing begins
+            self.tids = set(task_ids())
+            kids = descendants(self.tids)
+            self.pids = set(kids)
             WATCH.taken()  # another case's calls are not this one's
+        else:
+            kids = descendants()
         self.children = {k: process_cpu(k) for k in kids}
         self.reaped, self.began = reaped(), _perf()
 
