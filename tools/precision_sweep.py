@@ -54,13 +54,22 @@ def points(folder: Path, spec: Any, task: Any, impl: str, size: str, seed: int, 
     reference = Reference(spec, shape, seed, str(folder), oracle)
     rows: list[Row] = []
     if task.kind == "train":
+        for key in range(1, probes):  # the start's gradient on public batches 1..probes-1
+            batch = data.batch(spec, shape, inputs, key)
+            _, expected = reference.loss_and_grad(params, batch)
+            found = server.evaluate(key).grads
+            row = judge(impl, size, seed, f"batch {key}", spec, task, params, batch, None,
+                        found, expected)
+            rows += [row] if row is not None else []
+        server.evaluate(0)  # the seeded data fed again: the steps below train on them
         for step in range(steps + 1):
             if step % every == 0:
                 here = server.runner.params()
                 _, expected = reference.loss_and_grad(here, inputs)
                 found = server.runner.evaluate(None)["grads"]
-                rows.append(judge(impl, size, seed, f"step {step}", spec, task, here, inputs,
-                                  None, found, expected))
+                row = judge(impl, size, seed, f"step {step}", spec, task, here, inputs, None,
+                            found, expected)
+                rows += [row] if row is not None else []
             if step < steps:
                 server.runner.call(None)
         return rows
@@ -68,18 +77,24 @@ def points(folder: Path, spec: Any, task: Any, impl: str, size: str, seed: int, 
         probe = server._probe(index)
         expected = reference.expected(task, params, inputs, probe)
         found = server.evaluate(index).found
-        rows.append(judge(impl, size, seed, f"probe {index}", spec, task, params, inputs,
-                          probe, found, expected))
+        row = judge(impl, size, seed, f"probe {index}", spec, task, params, inputs, probe,
+                    found, expected)
+        rows += [row] if row is not None else []
     return rows
 
 
 def judge(impl: str, size: str, seed: int, point: str, spec: Any, task: Any, params: Any,
-          inputs: Any, probe: Any, found: Any, expected: Any) -> Row:
+          inputs: Any, probe: Any, found: Any, expected: Any) -> Row | None:
+    """The point's ratios, or None where the suite does not judge "too precise" there
+    (too few elements, or the harness's own float32 computation nearly exact)."""
     stat = arithmetic.measure(found, expected, "float32")
     ideal = arithmetic.measure(arithmetic.ideal_result(spec, task, params, inputs, probe),
                                expected, "float32")
     plain = arithmetic.honest_result(spec, task, params, inputs, probe)
     harness = arithmetic.measure(plain, expected, "float32") if plain is not None else None
+    if (stat.elements < arithmetic.MIN_ELEMENTS or ideal.elements < arithmetic.MIN_ELEMENTS
+            or (harness is not None and harness.exact >= arithmetic.HONEST_EXACT)):
+        return None
     return (impl, size, seed, point, stat.error / ideal.error, stat.exact,
             stat.error / harness.error if harness else float("nan"))
 
@@ -120,13 +135,33 @@ def main(argv: list[str] | None = None) -> int:
                                 break
                             rows += [(f"{spec.name}/{task.label}/{r[0]}", *r[1:]) for r in found]
                             print(f"{spec.name} {task.label} {impl} {size} seed {seed}: "
-                                  + " ".join(f"{r[3]}={r[4]:.2f}" for r in found), flush=True)
+                                  + (" ".join(f"{r[3]}={r[4]:.2f}" for r in found)
+                                     or "not judged"), flush=True)
     finally:
         oracle.close()
     return summary(rows)
 
 
+def start_means(rows: list[Row]) -> list[tuple[str, float]]:
+    """Per implementation, size and seed: the geometric mean of error / ideal over the
+    points at the seeded start (step 0 and the public batches, or the probes)."""
+    groups: dict[str, list[float]] = {}
+    for r in rows:
+        if r[3] == "step 0" or r[3].startswith(("batch ", "probe ")):
+            groups.setdefault(f"{r[0]} {r[1]} seed {r[2]}", []).append(r[4])
+    return [(k, float(np.exp(np.mean(np.log(v))))) for k, v in groups.items()]
+
+
 def summary(rows: list[Row]) -> int:
+    means = start_means(rows)
+    if means:
+        values = np.array([m for _, m in means])
+        print(f"start means: {len(values)}; min {values.min():.2f}, 1% "
+              f"{np.quantile(values, 0.01):.2f}, median {np.median(values):.2f}, max "
+              f"{values.max():.2f}; under PRECISE {arithmetic.PRECISE:g}: "
+              f"{int((values < arithmetic.PRECISE).sum())}")
+        for k, m in sorted(means, key=lambda x: x[1])[:3]:
+            print(f"  lowest mean: {k}: {m:.2f}")
     judged = [r for r in rows if r[3] in ("step 0", "probe 0")]
     for title, some in (("judged points (step 0, probe 0)", judged), ("every point", rows)):
         ratios = np.array([r[4] for r in some])

@@ -31,7 +31,7 @@ float64's roundoff, honest float64 at most 9.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,11 +44,15 @@ MIN_ELEMENTS = 256  # non-zero elements below which neither statistic is read
 EXACT = 0.9  # fraction correctly rounded at or above which a float32 result is float64's
 HONEST_EXACT = 0.80  # an honest float32 computation this exact makes "too exact" uninformative
 COARSE = {"float32": 2.0e3, "float64": 1.0e6}  # error, in units of the dtype's roundoff
-# a float32 result whose error is under PRECISE times what float32 arithmetic at its most
-# precise leaves (every operation of the spec's own NumPy function correctly rounded once:
-# ideal_result) skipped roundings float32 makes: part of it ran in float64. Calibrated in
-# docs/MEASURING.md ("Thresholds, calibrated on honest code")
-PRECISE = 1.4
+# "too precise": over the PRECISE_POINTS results of the seeded start (the gradient on the
+# seeded data and on public batches 1.., or the first probes), the geometric mean of each
+# one's error over what float32 at its most precise leaves (every operation of the spec's own
+# NumPy function correctly rounded once: ideal_result) under PRECISE: part of the computation
+# ran in float64. Honest float32 code 1.30 at least (a softmax regression whose reductions
+# are 10-64 long, Autograd's pairwise sums), the float64-forward mlp 1.07 at most (20 seeds):
+# docs/MEASURING.md, "Thresholds, calibrated on honest code"
+PRECISE = 1.18
+PRECISE_POINTS = 8
 JUDGED = {"fp32": "float32", "fp64": "float64"}  # policy name -> the dtype its arithmetic is
 # mixed-precision policies -> (storage dtype, compute dtype): a result as exact as storage-dtype
 # arithmetic leaves (within COARSE of it) was not computed at the compute dtype
@@ -108,7 +112,6 @@ def _nearest_format(relative: float) -> str:
 
 def assert_arithmetic_precision(actual: Any, expected: Any, *, policy: str, where: str,
                                 honest: Statistic | None = None,
-                                ideal: Statistic | None = None,
                                 coarse: bool = True) -> dict[str, Any]:
     """``actual`` was computed in the arithmetic the policy names, as far as its elements
     tell. ``honest``: the same statistic of an honest computation at the policy's dtype, made
@@ -124,8 +127,6 @@ def assert_arithmetic_precision(actual: Any, expected: Any, *, policy: str, wher
     record: dict[str, Any] = {**found.as_record(), "judged": False}
     if honest is not None:
         record["harness_float32"] = honest.as_record()
-    if ideal is not None:
-        record["ideal_float32"] = ideal.as_record()
     if found.elements < MIN_ELEMENTS:
         record["why"] = f"{found.elements} non-zero element(s), fewer than {MIN_ELEMENTS}"
         return record
@@ -138,7 +139,6 @@ def assert_arithmetic_precision(actual: Any, expected: Any, *, policy: str, wher
                              f"{honest.exact:.0%} correctly rounded")
             return record
         assert_not_more_exact(found, dtype, honest, where=where)
-        assert_not_more_precise(found, dtype, ideal, where=where)
     return record
 
 
@@ -197,22 +197,38 @@ def assert_not_more_exact(found: Statistic, dtype: str, honest: Statistic | None
         f"fewer than {EXACT:.0%} of them so{baseline}")
 
 
-def assert_not_more_precise(found: Statistic, dtype: str, ideal: Statistic | None, *,
-                            where: str) -> None:
-    """The error against float64 is not below PRECISE times what ``dtype`` arithmetic at its
-    most precise leaves (``ideal``: every operation correctly rounded once): part of the
-    computation ran in float64 (a forward cast back before the loss, whose gradient then flows
-    in float64), which no result correctly rounded at the end shows as too exact."""
-    if ideal is None or ideal.elements < MIN_ELEMENTS or not math.isfinite(ideal.error):
-        return
-    if found.error >= PRECISE * ideal.error:
-        return
+def precise_ratio(points: Sequence[tuple[Statistic, Statistic]]) -> tuple[float, int] | None:
+    """The geometric mean over the informative ``points`` (a result's statistic, float32 at
+    its most precise's) of error over ideal error, and how many; None where none is."""
+    ratios = [found.error / ideal.error for found, ideal in points
+              if min(found.elements, ideal.elements) >= MIN_ELEMENTS and ideal.error > 0
+              and math.isfinite(found.error) and math.isfinite(ideal.error)]
+    if not ratios:
+        return None
+    return math.exp(sum(math.log(max(r, 1e-300)) for r in ratios) / len(ratios)), len(ratios)
+
+
+def assert_not_more_precise(points: Sequence[tuple[Statistic, Statistic]], dtype: str, *,
+                            where: str) -> dict[str, Any]:
+    """Over the seeded start's results (``points``: each result's statistic beside float32
+    at its most precise's, ideal_result), the errors against float64 are not under PRECISE
+    times what ``dtype`` arithmetic with every operation correctly rounded once leaves: part
+    of the computation ran in float64 (a forward cast back before the loss, whose gradient
+    then flows in float64), which no result correctly rounded at the end shows as too exact.
+    Judged at points no run's secrets move, over several so that one point's rounding luck
+    does not decide. Returns what was judged, for the record."""
+    found = precise_ratio(points)
+    if found is None:
+        return {"judged": False, "why": "no informative point"}
+    ratio, count = found
+    if ratio >= PRECISE:
+        return {"judged": True, "ratio": round(ratio, 4), "points": count}
     raise AssertionError(
-        f"{where}: part of the arithmetic ran in float64, not the case's {dtype}: an error "
-        f"of {found.error:.3g} times {dtype}'s unit roundoff against the float64 reference "
-        f"over {found.elements} elements, where {dtype} arithmetic with every operation "
-        f"correctly rounded once leaves {ideal.error:.3g} (honest {dtype} code leaves at "
-        f"least {PRECISE:g} times that: its reductions accumulate in {dtype})")
+        f"{where}: part of the arithmetic ran in float64, not the case's {dtype}: over "
+        f"{count} result(s) at the seeded start, an error {ratio:.3g} times what {dtype} "
+        f"arithmetic with every operation correctly rounded once leaves (geometric mean), "
+        f"where honest {dtype} code leaves at least {PRECISE:g} times it (its reductions "
+        f"accumulate in {dtype})")
 
 
 def honest_result(workload: Any, task: Any, params: Mapping[str, np.ndarray],

@@ -205,6 +205,14 @@ CLOCK_SLACK_S = 0.05
 COMMAND_SLACK_S = 0.005
 
 
+def clock_floor(clock: Mapping[str, float]) -> float:
+    """The least the worker's clock may show for its round commands (assert_clocks_agree)."""
+    turns = int(clock["turns"])
+    further = max(int(clock.get("commands", turns)) - turns, 0)
+    return (CLOCK_SHARE * clock["parent_s"] - CLOCK_SLACK_S * turns
+            - COMMAND_SLACK_S * further)
+
+
 def assert_clocks_agree(clock: Mapping[str, float], *, where: str) -> None:
     """The worker's clock ran with the parent's: over a pass, the span of its round commands
     on its own clock is at least CLOCK_SHARE of the parent's time for them, less
@@ -214,7 +222,7 @@ def assert_clocks_agree(clock: Mapping[str, float], *, where: str) -> None:
     parent, worker, timed = clock["parent_s"], clock["worker_s"], clock["timed_s"]
     turns = int(clock["turns"])
     further = max(int(clock.get("commands", turns)) - turns, 0)
-    floor = CLOCK_SHARE * parent - CLOCK_SLACK_S * turns - COMMAND_SLACK_S * further
+    floor = clock_floor(clock)
     if worker < floor:
         commands = (f" and {COMMAND_SLACK_S:g} s for each of {further} further round "
                     "command(s)" if further else "")
@@ -241,6 +249,15 @@ BETWEEN_SHARE = 0.25
 OUTSIDE_SHARE = 0.02
 
 
+def between_allowed(clock: Mapping[str, float]) -> float:
+    """What the worker's clock may put between the rounds of one command (its gaps: a
+    turn's commands are timed apart): the harness's work there, as the parent does it."""
+    turns = int(clock["turns"])
+    rounds = max(int(clock.get("rounds", 0)) - int(clock.get("commands", turns)), 0)
+    return (ROUND_WORK_TIMES * rounds * clock.get("round_work_s", 0.0)
+            + CLOCK_SLACK_S * turns + BETWEEN_SHARE * clock["parent_s"])
+
+
 def assert_rounds_fit(clock: Mapping[str, float], *, where: str) -> None:
     """A clock consistent with itself but moving time out of the rounds fails: each round's
     reported seconds match the readings the worker took around it (one clock read by every
@@ -252,10 +269,8 @@ def assert_rounds_fit(clock: Mapping[str, float], *, where: str) -> None:
             f"{where}: the worker's rounds were timed at {abs(outside):.4g} s more or less "
             f"than its readings around them show ({parent:.4g} s on the parent's clock): the "
             "clock the rounds are timed with is not the one around them")
-    # gaps: between the rounds of one command (a turn's commands are timed apart)
     rounds = max(int(clock.get("rounds", 0)) - int(clock.get("commands", turns)), 0)
-    allowed = (ROUND_WORK_TIMES * rounds * clock.get("round_work_s", 0.0)
-               + CLOCK_SLACK_S * turns + BETWEEN_SHARE * parent)
+    allowed = between_allowed(clock)
     if between > allowed:
         raise AssertionError(
             f"{where}: the worker's clock put {between:.4g} s between its timed rounds, "
@@ -274,6 +289,12 @@ AFTER_SHARE = 0.10
 AFTER_SLACK_S = 0.001
 
 
+def after_allowed(clock: Mapping[str, float]) -> float:
+    """The CPU the worker may spend after a median round's clock (assert_after_fits)."""
+    return (ROUND_WORK_TIMES * clock.get("round_work_s", 0.0) + AFTER_SLACK_S
+            + AFTER_SHARE * clock["round_median_s"])
+
+
 def assert_after_fits(clock: Mapping[str, float], *, where: str) -> None:
     """Work moved after a round's clock shows (the worker's CPU time there, every thread's,
     which a busy host's preemption does not inflate): a result that is the framework's own
@@ -285,8 +306,7 @@ def assert_after_fits(clock: Mapping[str, float], *, where: str) -> None:
     if not clock.get("after_bounded") or "round_median_s" not in clock:
         return
     after, round_s = clock.get("after_s", 0.0), clock["round_median_s"]
-    allowed = (ROUND_WORK_TIMES * clock.get("round_work_s", 0.0) + AFTER_SLACK_S
-               + AFTER_SHARE * round_s)
+    allowed = after_allowed(clock)
     if after > allowed:
         raise AssertionError(
             f"{where}: the worker spent {after:.4g} s of CPU after a median timed round's clock "

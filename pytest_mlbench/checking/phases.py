@@ -68,6 +68,10 @@ class Context:
     # the harness's own honest computation's statistic, found once a case
     arithmetic: dict[str, dict[str, Any]] = field(default_factory=dict, init=False, repr=False)
     honest: dict[str, Statistic | None] = field(default_factory=dict, init=False, repr=False)
+    # the seeded start's results beside float32 at its most precise (arithmetic.ideal_result):
+    # what "too precise" judges, over several points (check_precise)
+    precise: list[tuple[Statistic, Statistic]] = field(default_factory=list, init=False,
+                                                       repr=False)
 
     @property
     def dtype(self) -> Any:
@@ -122,25 +126,31 @@ def check_census(ctx: Context, census: Any, when: str) -> None:
         assert_census(found, ctx.size, what=what, where=f"{ctx.where} {when}")
 
 
-def check_gradient(ctx: Context, found: Gradient) -> None:
-    """Loss and gradient at the seeded start against the float64 reference."""
-    loss, grads = ctx.reference.loss_and_grad(ctx.params, ctx.inputs)
+def check_gradient(ctx: Context, found: Gradient, key: int = 0) -> None:
+    """Loss and gradient at the seeded start against the float64 reference, on the seeded
+    data (``key`` 0) or on public batch ``key`` (data.batch: more points of the start for
+    "too precise", check_precise)."""
+    inputs = data.batch(ctx.cid.workload, ctx.cid.shape, ctx.inputs, key)
+    loss, grads = ctx.reference.loss_and_grad(ctx.params, inputs)
     tol = ctx.tol.grad
+    what = "gradient at the start" + (f" on batch {key}" if key else "")
 
     def norm_wise() -> None:
         assert_close(found.loss, loss, rtol=tol.rtol, atol=tol.atol,
-                     where=f"{ctx.where} loss at the start")
+                     where=f"{ctx.where} loss at the start{what[21:]}")
         assert_trees_close(found.grads, grads, rtol=tol.rtol, atol=tol.atol,
-                           where=f"{ctx.where} gradient of")
+                           where=f"{ctx.where} {what}: gradient of")
 
-    check_arithmetic(ctx, found.grads, grads, "gradient at the start", None, norm_wise)
+    check_arithmetic(ctx, found.grads, grads, what, None, norm_wise, inputs=inputs)
 
 
 def check_arithmetic(ctx: Context, found: Any, expected: Any, what: str, probe: Arrays | None,
-                     norm_wise: Callable[[], None], where: str = "") -> None:
+                     norm_wise: Callable[[], None], where: str = "",
+                     inputs: Arrays | None = None) -> None:
     """The norm-wise check, then the precision the arithmetic ran in (checking/arithmetic.py); a
     norm-wise failure whose error is the size of a lower precision's rounding says so. Kept
-    for the record once a case and result (``where`` is given by audited rounds: not kept)."""
+    for the record once a case and result (``where`` is given by audited rounds: not kept);
+    at the seeded start (no ``where``) a point for "too precise" too (check_precise)."""
     label = f"{where or ctx.where} {what}"
     try:
         norm_wise()
@@ -149,12 +159,14 @@ def check_arithmetic(ctx: Context, found: Any, expected: Any, what: str, probe: 
         if hint is None:
             raise
         raise AssertionError(f"{exc}\n{label}: {hint}") from None
+    honest = honest_statistic(ctx, expected, probe) if inputs is None or inputs is ctx.inputs \
+        else None
     judged = arithmetic.assert_arithmetic_precision(
-        found, expected, policy=ctx.policy.name, where=label,
-        honest=honest_statistic(ctx, expected, probe),
-        ideal=None if where else ideal_statistic(ctx, expected, probe))
+        found, expected, policy=ctx.policy.name, where=label, honest=honest)
     if not where:
         ctx.arithmetic.setdefault(what, judged)
+        add_precise_point(ctx, found, expected, probe, ctx.inputs if inputs is None else inputs,
+                          judged)
 
 
 def honest_statistic(ctx: Context, expected: Any,
@@ -171,18 +183,27 @@ def honest_statistic(ctx: Context, expected: Any,
     return ctx.honest["result"]
 
 
-def ideal_statistic(ctx: Context, expected: Any, probe: Arrays | None) -> Statistic | None:
-    """The float32 statistic of the checked result with every operation of the spec's NumPy
-    function correctly rounded (arithmetic.ideal_result), at the seeded start or the first
-    probe only: a point no run's secrets move, so "too precise" gives every run of the same
-    code the same verdict. Once a case; None for other dtypes or where the spec has none."""
-    if "ideal" not in ctx.honest:
-        float32 = arithmetic.JUDGED.get(ctx.policy.name) == "float32"
-        result = arithmetic.ideal_result(ctx.cid.workload, ctx.cid.task, ctx.params,
-                                         ctx.inputs, probe) if float32 else None
-        ctx.honest["ideal"] = None if result is None else arithmetic.measure(
-            result, expected, "float32")
-    return ctx.honest["ideal"]
+def add_precise_point(ctx: Context, found: Any, expected: Any, probe: Arrays | None,
+                      inputs: Arrays, judged: Mapping[str, Any]) -> None:
+    """A result of the seeded start beside float32 at its most precise
+    (arithmetic.ideal_result), for check_precise: float32 cases whose spec has the NumPy
+    function, where the result was judged and "too exact" is informative."""
+    if (arithmetic.JUDGED.get(ctx.policy.name) != "float32" or not judged.get("judged")
+            or "too exact not judged" in judged.get("why", "")):
+        return
+    ideal = arithmetic.ideal_result(ctx.cid.workload, ctx.cid.task, ctx.params, inputs, probe)
+    if ideal is not None:
+        ctx.precise.append((arithmetic.measure(found, expected, "float32"),
+                            arithmetic.measure(ideal, expected, "float32")))
+
+
+def check_precise(ctx: Context, what: str) -> None:
+    """"Too precise" over the seeded start's points (arithmetic.assert_not_more_precise),
+    kept for the record under ``what``."""
+    judged = arithmetic.assert_not_more_precise(ctx.precise, "float32",
+                                                where=f"{ctx.where} {what}")
+    if judged.get("judged") and what in ctx.arithmetic:
+        ctx.arithmetic[what] = {**ctx.arithmetic[what], "precise": judged}
 
 
 def check_steps(ctx: Context, first: Stepped, rest: Stepped | None) -> None:

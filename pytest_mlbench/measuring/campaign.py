@@ -89,6 +89,8 @@ class Campaign:
         self.contexts: dict[str, phases.Context] = {}
         self.peaks: dict[str, float] = {}
         self._data_secrets: dict[int, int] = {}  # pass -> its data secret (data_secret)
+        # case (outcome.key_of) -> the first pass's calibrated calls a round and a round's seconds
+        self._calibration: dict[str, tuple[int, float]] = {}
         self._data_lock = threading.Lock()
         self.peaked: set[tuple[int, PoolKey, str]] = set()
         self.host = HostProbe()  # the host's speed before each timed pass (measuring/hostspeed.py)
@@ -388,10 +390,18 @@ class Campaign:
             pool = self._pool(state, key)
             spec = cid.spec(state.lane.side.root or str(state.lane.catalogue.root),
                             self.plan.size, self.plan.seed)
-            run = CaseRun(ctx, pool, spec, cid.shape.steps_per_call, full=p == 0,
-                          timed=self.plan.timing, data_secret=self.data_secret(p))
+            # a later pass times at the calls the first pass calibrated (a property of the
+            # step, like everything the first pass alone checks)
+            known = self._calibration.get(key_of(state.lane.side, cid))
+            run = CaseRun(ctx, pool, spec, known[0] if known else cid.shape.steps_per_call,
+                          full=p == 0, timed=self.plan.timing,
+                          data_secret=self.data_secret(p), calibrated=known is not None,
+                          round_s=known[1] if known else 0.0,
+                          steps_per_call=cid.shape.steps_per_call)
             run.prepare(self.plan.threads, self.plan.affinity == "pin",
                         pretouch=self.plan.timing)
+            if self.plan.timing and known is None:
+                self._calibration[key_of(state.lane.side, cid)] = (run.calls, run.round_s)
             return run
         except BaseException as exc:  # noqa: BLE001 - each kind of failure is recorded below
             self._fail(state, exc, run.pool if run else self.pools.get(key))
@@ -497,10 +507,10 @@ class Campaign:
                 if cycle >= len(counts):
                     continue
                 for run in (pair if cycle % 2 == 0 else pair[::-1]):  # ABAB, then BABA
-                    self._turn(run, counts[cycle], cycle)
+                    self._turn(run, counts[cycle], cycle, last=cycle == len(counts) - 1)
 
     def _turn(self, run: CaseRun, count: int, cycle: int, discard: int = TURN_WARMUP,
-              alone: bool = True) -> None:
+              alone: bool = True, last: bool = False) -> None:
         """``count`` recorded rounds of ``run``; ``alone``: every other worker stopped."""
         state = self._state(run)
         if count <= 0 or not state.alive:
@@ -511,10 +521,17 @@ class Campaign:
                     self._activate(run.pool)
                 try:
                     run.turn(count, discard, cycle)
-                    if self.plan.timing and alone:  # the same step in a plain loop too
+                    # the same step in a plain loop too, after every other turn (three
+                    # moments of a pass, half the recorded rounds' cost), and after the
+                    # last turn of a case that had no such turn
+                    due = cycle % BARE_EVERY == BARE_EVERY - 1 or (last and not run.bare_s)
+                    if self.plan.timing and alone and due:
                         run.bare_loop()
                 except BaseException as exc:  # noqa: BLE001
                     self._fail(state, exc, run.pool)
+
+
+BARE_EVERY = 2  # a case's bare loop runs after every BARE_EVERY-th turn of a pass
 
 
 def verdicts(states: Sequence[CaseState]) -> list[tuple[str, str]]:

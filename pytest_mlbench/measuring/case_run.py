@@ -35,7 +35,7 @@ from typing import Any, TypeVar, cast
 
 import numpy as np
 
-from pytest_mlbench.checking import audit, cores, phases
+from pytest_mlbench.checking import arithmetic, audit, cores, phases
 from pytest_mlbench.checking.asserts import assert_identical, assert_threads
 from pytest_mlbench.engine import protocol as p
 from pytest_mlbench.engine.pools import FrameworkPool
@@ -125,11 +125,15 @@ class CaseRun:
     checked_step_s: list[float] = field(default_factory=list)
     compile_s: float | None = None
     kept: dict[int, Any] = field(default_factory=dict)
+    round_calls: dict[int, int] = field(default_factory=dict)  # timed round -> its calls
     recorded: list[RecordedRound] = field(default_factory=list)
     rounds_done: int = 0
     pinned: dict[str, Any] = field(default_factory=dict)
     heap: dict[str, Any] = field(default_factory=dict)  # the pre-touch (allocator.pretouch)
-    full: bool = True  # the first pass: peak memory and the re-check after training too
+    full: bool = True  # the first pass: every check, peak memory, the re-check after training
+    # a later pass: ``calls`` and ``round_s`` are the first pass's calibration (two warm-up
+    # rounds, no calibration: the calls a round makes are a property of the step)
+    calibrated: bool = False
     timed: bool = True  # a timed session (False: its rounds are checked, never recorded)
     workers: tuple[dict[str, Any], ...] = ()  # each rank's WorkerInfo as the case opened
     # the parent's secret for this case in this pass: which rounds it audits, which call of
@@ -164,15 +168,15 @@ class CaseRun:
         assert self.handle is not None
         return agree(self.pool.case(self.handle, command), self.ctx.where)
 
-    def _gradient(self) -> p.Gradient:
-        found = self._ask(p.Evaluate(0))
+    def _gradient(self, key: int = 0) -> p.Gradient:
+        found = self._ask(p.Evaluate(key))
         if not isinstance(found, p.Gradient):
             raise AssertionError(f"{self.ctx.where}: the worker evaluated a training step "
                                  f"into {type(found).__name__}, not a loss and gradient")
         return found
 
-    def _output(self) -> Any:
-        found = self._ask(p.Evaluate(0))
+    def _output(self, index: int = 0) -> Any:
+        found = self._ask(p.Evaluate(index))
         if not isinstance(found, p.Output):
             raise AssertionError(f"{self.ctx.where}: the worker evaluated a "
                                  f"{self.ctx.cid.task.kind} call into {type(found).__name__}")
@@ -181,8 +185,12 @@ class CaseRun:
     # -- before timing ----------------------------------------------------------------------
 
     def prepare(self, threads: int, pin: bool, pretouch: bool = False) -> None:
-        """Build in the worker, then every check that comes before timing; ``pretouch``
-        (a timed session): then the worker's heap is faulted in (engine/allocator.py)."""
+        """Build in the worker, then the checks that come before timing; ``pretouch`` (a
+        timed session): then the worker's heap is faulted in (engine/allocator.py). The
+        first pass (``full``) checks everything; a later one what a fresh process can change:
+        its threads, the start's bytes, dtypes, optimizer state and census (check_start). The
+        gradient, first steps, trajectory and first probe are properties of the code, checked
+        once a run; every pass's audits judge its own timed rounds against the reference."""
         began = time.perf_counter()
         with spend("build"):
             self.handle = self.pool.open(self.spec)
@@ -192,10 +200,16 @@ class CaseRun:
             for info in self.pool.info:
                 assert_threads(info.threads, self.expected_threads(), where=self.ctx.where)
             phases.check_start(self.ctx, self._ask(p.Start()))
-            if self.train:
-                self._prepare_train()
-            else:
-                phases.check_output(self.ctx, self._output(), 0, "for the first probe")
+            if self.full:  # properties of the code, the same in every process: checked once
+                if self.train:
+                    self._prepare_train()
+                else:
+                    phases.check_output(self.ctx, self._output(), 0, "for the first probe")
+                    for index in range(1, self._precise_points()):
+                        phases.check_output(self.ctx, self._output(index), index,
+                                            f"for probe {index}")
+                    phases.check_precise(self.ctx, f"{self.ctx.cid.task.describe()} for the "
+                                                   "first probe")
         checked = time.perf_counter()
         with spend("warmup"):
             self._warm_up(pin, pretouch)
@@ -212,7 +226,7 @@ class CaseRun:
         and the compile time the first calls took."""
         times: list[float] = []  # each warm-up round's seconds a call
         self.steps_per_call = self.steps_per_call or self.calls
-        for warm_up in range(WARMUP_ROUNDS_MAX):
+        for warm_up in range(WARMUP_ROUNDS_MAX if not self.calibrated else 2):
             keys = self._keys(1)
             command: p.CaseCommand[p.RoundsRan] = p.Round(1, self.calls, keys)
             if pin and warm_up == 0:  # also finds the threads that worked and pins them
@@ -220,10 +234,13 @@ class CaseRun:
             warm = self._ask(command)
             times.append(float(warm.seconds[0]) / self.calls)
             self._ran([WARMUP], warm, keys)
-            grown = self.timed and self.calibrate(warm, last=warm_up == WARMUP_ROUNDS_MAX - 1)
+            grown = (self.timed and not self.calibrated
+                     and self.calibrate(warm, last=warm_up == WARMUP_ROUNDS_MAX - 1))
             if warm_up >= 1 and not grown:
                 break
-        self.round_s = min(times) * self.calls  # at the calls every timed round makes
+        # at the calls every timed round makes; a later pass keeps the first pass's figure
+        # (its first round loads the compiled code: no measure of a round's cost)
+        self.round_s = self.round_s or min(times) * self.calls
         if pretouch:
             self.heap = self._ask(p.Pretouch()).facts
         self.compile_s = float(self._ask(p.CompiledSeconds()).value)
@@ -251,9 +268,19 @@ class CaseRun:
     def pool_world(self) -> int:
         return len(self.pool.info) or 1
 
+    def _precise_points(self) -> int:
+        """Results of the seeded start "too precise" judges (arithmetic.PRECISE_POINTS), where
+        it is judged: a float32 case whose spec has the NumPy function (one point elsewhere)."""
+        return arithmetic.PRECISE_POINTS if self.ctx.precise else 1
+
     def _prepare_train(self) -> None:
         ctx = self.ctx
         phases.check_gradient(ctx, self._gradient())
+        for key in range(1, self._precise_points()):  # public batches of the seeded start
+            phases.check_gradient(ctx, self._gradient(key), key)
+        if ctx.precise:
+            self._gradient()  # the seeded data fed again: the checked steps train on them
+        phases.check_precise(ctx, "gradient at the start")
         first = self._ask(p.Steps(1))
         steps = ctx.cid.workload.check_steps
         rest = self._ask(p.Steps(steps - 1)) if steps > 1 else None
@@ -267,9 +294,9 @@ class CaseRun:
         if self.train:
             return None
         rng = data.generator(self.secret, self.spec["name"], "audit-call", str(round_no))
-        return int(rng.integers(0, self.calls))
+        return int(rng.integers(0, self.round_calls.get(round_no, self.calls)))
 
-    def _keys(self, rounds: int) -> list[list[int]] | None:
+    def _keys(self, rounds: int, calls: int = 0) -> list[list[int]] | None:
         """Each call's probe key for the next ``rounds`` rounds (inference, transforms),
         drawn from the parent's secret, or each step's batch key (training: data.step_key,
         from the pass's data secret): sent with the round, so no probe or batch, and no
@@ -280,7 +307,7 @@ class CaseRun:
             for _ in range(rounds):
                 self.sent += 1
                 first = self.steps_sent + 1
-                self.steps_sent += self.calls
+                self.steps_sent += calls or self.calls
                 found.append([data.step_key(self.data_secret, cid.workload, cid.shape, n)
                               for n in range(first, self.steps_sent + 1)])
             return found
@@ -288,7 +315,7 @@ class CaseRun:
         for _ in range(rounds):
             self.sent += 1
             rng = data.generator(self.secret, self.spec["name"], "probe", str(self.sent))
-            found.append([int(k) for k in rng.integers(1, 2**62, self.calls)])
+            found.append([int(k) for k in rng.integers(1, 2**62, calls or self.calls)])
         return found
 
     def _ran(self, numbers: Sequence[int], reply: p.RoundsRan,
@@ -326,10 +353,15 @@ class CaseRun:
         timeout = max(CALL_MIN_S, 20 * self.round_s * total)
         took, parts = 0.0, []
         for i, r in enumerate(numbers):
-            keys = self._keys(1)
+            # a dropped round is the shape's steps_per_call calls (the worker was just
+            # resumed: its first call pays for cold caches, not a whole calibrated round)
+            calls = min(self.calls, self.steps_per_call or self.calls) if i < discard \
+                else self.calls
+            keys = self._keys(1, calls)
+            self.round_calls[r] = calls
             began = time.perf_counter()  # the parent's own clock (audit.assert_clocks_agree)
             part = self.pool.case(
-                self.handle, p.Round(1, self.calls, keys, follows=i > 0, ends=i == total - 1),
+                self.handle, p.Round(1, calls, keys, follows=i > 0, ends=i == total - 1),
                 timeout=timeout)
             took += time.perf_counter() - began
             self._ran([r], part[0], keys)
@@ -340,7 +372,7 @@ class CaseRun:
         # the turn is the caller's "turns"; its rounds' own seconds are charged apart
         charge("timed", sum(seconds[discard:]), instead_of="turns")
         charge("dropped", sum(seconds[:discard]), instead_of="turns")
-        self._clocked(took, reply, seconds, commands=total)
+        self._clocked(took, reply, seconds, commands=total, discard=discard)
         self._judge_cores(reply, numbers)
         with spend("audits"):
             self._fetch(numbers)
@@ -353,7 +385,7 @@ class CaseRun:
         return seconds[discard:]
 
     def _clocked(self, took: float, reply: Sequence[p.RoundsRan],
-                 seconds: Sequence[float], commands: int = 1) -> None:
+                 seconds: Sequence[float], commands: int = 1, discard: int = 0) -> None:
         """The turn on the parent's clock beside the worker's account of it (``commands``:
         the Round commands it took, each a message there and back)."""
         clock = self.clock
@@ -373,7 +405,7 @@ class CaseRun:
         afters = [r.after or [] for r in reply]
         if all(len(a) == len(seconds) for a in afters):
             self.afters += [max(col) for col in zip(*afters, strict=True)]
-            self.round_seconds += list(seconds)
+            self.round_seconds += list(seconds[discard:])  # a full round's time
             clock["after_s"] = float(np.median(self.afters))
             clock["round_median_s"] = float(np.median(self.round_seconds))
         clock["after_bounded"] = float(self.ctx.cid.device == "cpu")
@@ -529,7 +561,8 @@ class CaseRun:
                 key = None if call is None else self.keys[r][call]
                 extra = self.bare_before.get(r, [])  # a bare loop's steps since r - 1
                 batches = [*extra, *self.keys[r]] if self.train and r in self.keys else None
-                if audit.audit(self.ctx, r, self.calls + len(extra), before, self.kept[r], call,
+                calls = self.round_calls.get(r, self.calls) + len(extra)
+                if audit.audit(self.ctx, r, calls, before, self.kept[r], call,
                                key, batches, self.data_secret):
                     uncounted.append(r)
         self._count_final(uncounted)

@@ -231,22 +231,26 @@ def test_float64_arithmetic_after_the_checked_steps_fails_where_training_took_th
 
 
 
-def test_an_error_far_below_the_most_precise_float32_is_part_float64() -> None:
-    """A float32 result whose error is under PRECISE times what float32 arithmetic with every
-    operation correctly rounded leaves (a forward run in float64 and cast back before the loss:
-    its gradient is not correctly rounded, but it skipped the forward's roundings) fails; one
-    as precise as honest float32 code's least (the suites' Autograd mlp, 1.9 times it) passes."""
+def test_errors_near_the_most_precise_float32_over_the_start_are_part_float64() -> None:
+    """Over the seeded start's points, a float32 result whose error is under PRECISE times
+    what float32 with every operation correctly rounded leaves (a forward run in float64 and
+    cast back before the loss: its gradient is not correctly rounded, but it skipped the
+    forward's roundings; 0.82-1.07 of it over 20 seeds) fails; honest code's least (a
+    softmax regression's Autograd gradient, 1.30 of it) passes. The geometric mean decides:
+    one point's rounding luck does not."""
     ideal = Statistic(elements=16512, exact=0.39, error=0.97)
-    arithmetic.assert_not_more_precise(Statistic(16512, 0.17, 1.9 * 0.97), "float32", ideal,
-                                       where="w")
+    honest = [(Statistic(16512, 0.2, 1.30 * 0.97), ideal)] * 8
+    assert arithmetic.assert_not_more_precise(honest, "float32", where="w")["judged"]
+    cheat = [(Statistic(16512, 0.44, 1.07 * 0.97), ideal)] * 7 + [(Statistic(16512, 0.4, 1.6),
+                                                                   ideal)]
     with pytest.raises(AssertionError, match=r"w: part of the arithmetic ran in float64, not "
-                                             r"the case's float32: an error of 0.96 times"):
-        arithmetic.assert_not_more_precise(Statistic(16512, 0.44, 0.96), "float32", ideal,
-                                           where="w")
-    # no informative baseline: not judged
-    arithmetic.assert_not_more_precise(Statistic(16512, 0.44, 0.86), "float32", None, where="w")
-    arithmetic.assert_not_more_precise(Statistic(16512, 0.44, 0.86), "float32",
-                                       Statistic(100, 0.39, 0.97), where="w")
+                                             r"the case's float32: over 8 result\(s\) at the "
+                                             r"seeded start, an error 1.13 times"):
+        arithmetic.assert_not_more_precise(cheat, "float32", where="w")
+    # no informative point: not judged
+    few = [(Statistic(100, 0.44, 0.5), Statistic(100, 0.39, 0.97))]
+    assert not arithmetic.assert_not_more_precise(few, "float32", where="w")["judged"]
+    assert not arithmetic.assert_not_more_precise([], "float32", where="w")["judged"]
 
 
 def test_the_most_precise_float32_rounds_every_operation_once() -> None:
@@ -268,3 +272,16 @@ def test_the_most_precise_float32_rounds_every_operation_once() -> None:
     cast = measure({k: v.astype(np.float32) for k, v in expected.items()}, expected,
                    "float32").error
     assert cast < most < plain and plain > 2 * most, (cast, most, plain)
+
+
+@pytest.mark.parametrize("framework", ["autograd", "numpy"])
+@pytest.mark.parametrize("task", ["sgd", "adam"])
+def test_honest_float32_written_apart_from_the_suites_is_not_accused(
+        checked: Session, framework: str, task: str) -> None:
+    """tests/cheats/softmaxag: a softmax regression in Autograd (its own logsumexp and
+    reductions) and NumPy (a hand-written gradient in another summation order), trained with
+    SGD and with Adam, honest float32 whose short reductions come near float32 at its most
+    precise (issue 57: called part float64 at 0.48 and 0.46 of the harness's own)."""
+    case = _case("softmaxag", framework, "eager", task)
+    result = checked[case]
+    assert result.status == "passed", f"{case}: {result.status}: {result.message}"
