@@ -307,7 +307,8 @@ def option_table(frameworks: tuple[str, ...] = FRAMEWORKS) -> tuple[Option, ...]
                lambda v: parse_list(v, frameworks, FRAMEWORK_ALIASES), many=True),
         Option("variants", "all",
                "comma list of variants: all, eager, jit (alias compiled: jax.jit, torch.compile, "
-               "tf.function, numba.njit), xla (tf.function with jit_compile=True)",
+               "tf.function, numba.njit), xla (tf.function with jit_compile=True; torch on "
+               "torch_xla's XLA device)",
                lambda v: parse_list(v, VARIANTS, VARIANT_ALIASES), many=True),
         Option("device", "cpu", "device to run on: cpu, gpu, tpu, auto (the best one present)",
                lambda v: parse_one(v, DEVICES)),

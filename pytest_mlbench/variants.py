@@ -1,5 +1,6 @@
 """A variant is how an implementation runs: a compile mode (``eager``; ``jit``: jax.jit,
-torch.compile, tf.function, numba.njit; ``xla``: tf.function with jit_compile), optionally
+torch.compile, tf.function, numba.njit; ``xla``: tf.function with jit_compile, or torch on
+torch_xla's XLA device: frameworks/torch_xla_.py), optionally
 with an idiom after a ``+``: ``jit+sdpa`` is the model written with the framework's fused
 attention, under jit. Idioms of one workload are variants of one comparison group, under the
 same checks; the adapters see only the mode, the implementation reads the idiom
