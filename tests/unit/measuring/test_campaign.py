@@ -529,3 +529,53 @@ def test_a_bare_loop_after_a_turn_is_replayed_by_the_next_rounds_audit() -> None
     assert len(bare) == 2 and run.bare_s == [0.5]
     assert run.bare_before == {3: bare}  # rounds 1-2 the first turn, 3 the next one's first
     assert run.steps_sent == 4 * 2 + 2  # two turns of a dropped and a recorded round, the loop
+
+
+def test_a_turns_dropped_round_makes_the_shapes_calls_not_a_calibrated_rounds() -> None:
+    """The round a turn drops (the worker just resumed) makes the shape's steps_per_call
+    calls; the recorded ones the calibrated count; an audit of the dropped round judges its
+    own calls (training: the steps its keys name)."""
+    pool = FakePool()
+    run = case_run(pool, calls=8)
+    run.steps_per_call = 2
+    run.turn(2)
+    assert [len(k[0]) for k in pool.keys] == [2, 8, 8]
+    assert run.round_calls == {1: 2, 2: 8, 3: 8} and run.steps_sent == 18
+
+
+class Preparing(FakePool):
+    """Answers what a case's preparation asks, and says which checks' commands came."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[str] = []
+        self.pool = None  # no process pool: nothing pinned
+
+    def open(self, spec: Any) -> int:
+        return 1
+
+    def case(self, handle: int, command: Any, timeout: float | None = None) -> list[Any]:
+        self.asked.append(type(command).__name__)
+        if isinstance(command, protocol.Round | protocol.Fetch | protocol.BareLoop):
+            return super().case(handle, command, timeout)
+        return [SimpleNamespace(value=0.0, facts={})]
+
+
+@pytest.mark.parametrize("full", [True, False])
+def test_a_later_pass_checks_what_a_fresh_process_can_change_and_not_the_code_again(
+        monkeypatch: pytest.MonkeyPatch, full: bool) -> None:
+    """The first pass checks the start and the code's gradient and steps; a later pass the
+    start (bytes, dtypes, census, threads) alone, and times at the first pass's calibration
+    with two warm-up rounds."""
+    checked: list[str] = []
+    monkeypatch.setattr(pipeline.phases, "check_start", lambda ctx, s: checked.append("start"))
+    monkeypatch.setattr(pipeline.CaseRun, "_prepare_train",
+                        lambda self: checked.append("gradient and steps"))
+    pool = Preparing()
+    run = case_run(pool, calls=4)
+    run.full, run.calibrated, run.round_s = full, not full, 0.04 if not full else 0.0
+    run.prepare(1, pin=False)
+    assert checked == (["start", "gradient and steps"] if full else ["start"])
+    warm_ups = pool.asked.count("Round")
+    assert warm_ups == 2 if not full else warm_ups >= 2
+    assert run.calls == 4 or full
