@@ -416,3 +416,13 @@ def test_the_watch_sees_a_page_that_fetches_or_complains(chromium: browser.Brows
         assert_offline_and_quiet(tab, tmp_path)
     assert any("broken page" in p for p in tab.problems), tab.problems
     assert any(p.startswith("load failed") for p in tab.problems), tab.problems
+
+
+def test_many_files_are_read_in_worker_processes_alike(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past PARALLEL_FROM files, spawned workers read them (one pool: each worker starts a
+    Python and imports the package, seconds on a loaded host): the same digests."""
+    paths = [write(tmp_path / f"{i}.json", run_json(bench(record(
+        "jax-jit", 1e-3, measure_kw={"seed": i})))) for i in range(4)]
+    monkeypatch.setattr(history, "PARALLEL_FROM", 2)
+    assert history.digests(paths, workers=2) == history.digests(paths, workers=1)
