@@ -19,7 +19,7 @@ import os
 import statistics
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -144,15 +144,16 @@ def digest(run: Run, reference: str | None = None) -> Digest:
 def normalise(points: Sequence[Point], reference: str | None) -> tuple[Point, ...]:
     """The points with their normalised figures: over ``reference``'s in their group where
     the run has it, else over the group's fastest (as the normalised table's)."""
+    groups = [p.ident.group for p in points]  # a property that formats: once a point
     fastest: dict[str, float] = {}
     chosen: dict[str, float] = {}
-    for p in points:
-        fastest[p.ident.group] = min(p.figure, fastest.get(p.ident.group, math.inf))
-        if p.ident.impl == reference:
-            chosen[p.ident.group] = p.figure
-    return tuple(replace(p, normalised=p.figure / chosen.get(p.ident.group,
-                                                            fastest[p.ident.group]))
-                 for p in points)
+    for p, group in zip(points, groups, strict=True):
+        fastest[group] = min(p.figure, fastest.get(group, math.inf))
+        if reference is not None and p.ident.impl == reference:
+            chosen[group] = p.figure
+    return tuple(Point(p.ident, p.name, p.figure, p.low, p.high,
+                       p.figure / chosen.get(group, fastest[group]), p.processes)
+                 for p, group in zip(points, groups, strict=True))
 
 
 def _medians(m: Measure | None) -> list[float]:

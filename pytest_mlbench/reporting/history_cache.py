@@ -58,13 +58,13 @@ def load(folder: Path, reference: str | None) -> dict[str, Digest]:
 
 def save(folder: Path, kept: dict[str, Digest]) -> None:
     """``kept`` (the runs of this build) as the folder's cache, replaced whole."""
-    index: dict[str, int] = {}
+    index: dict[tuple[Any, ...], int] = {}
     idents: list[dict[str, Any]] = []
     runs: dict[str, dict[str, Any]] = {}
     for sha, d in kept.items():
         points = []
         for p in d.points:
-            key = json.dumps(p.ident.to_json(), sort_keys=True)
+            key = (*p.ident.key, p.ident.kind, p.ident.head)  # all to_json says
             if key not in index:
                 index[key] = len(idents)
                 idents.append(p.ident.to_json())

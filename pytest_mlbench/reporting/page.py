@@ -23,6 +23,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from pytest_mlbench import stats
 from pytest_mlbench.measuring import hostspeed
 from pytest_mlbench.reporting import history_cache, machines, mfu, normalised, scaling
@@ -111,13 +113,15 @@ def data(found: History, result: Found, reference: str | None = None) -> dict[st
 def series(s: Series, machine_index: int) -> dict[str, Any]:
     """One case on one machine: the figures in ms, normalised, each process's median in ms."""
     ident = s.ident
+    points = s.points
     return {"m": machine_index, "label": s.label, "workload": ident.workload,
             "framework": ident.framework, "precision": ident.precision, "layout": s.layout,
             "group": ident.group, "impl": ident.impl, "r": s.runs,
-            "v": [_ms(p.figure) for p in s.points], "lo": [_ms(p.low) for p in s.points],
-            "hi": [_ms(p.high) for p in s.points],
-            "n": [_round(p.normalised) for p in s.points],
-            "p": [[_ms(x) for x in p.processes] for p in s.points]}
+            "v": _rounded([p.figure * 1e3 for p in points]),
+            "lo": _rounded([p.low * 1e3 for p in points]),
+            "hi": _rounded([p.high * 1e3 for p in points]),
+            "n": _rounded([p.normalised for p in points]),
+            "p": [_rounded([x * 1e3 for x in p.processes]) for p in points]}
 
 
 def machine(found: History, name: str, reference: str | None) -> dict[str, Any]:
@@ -152,9 +156,11 @@ def notes(run: Run, records: list[Record], few: bool) -> list[str]:
     return lines
 
 
-def _ms(seconds: float) -> float:
-    return _round(seconds * 1e3)
-
-
-def _round(value: float) -> float:
-    return float(f"{value:.{DIGITS}g}")
+def _rounded(values: list[float]) -> list[float]:
+    """``values`` to DIGITS significant digits each (a history holds millions of them:
+    numpy's rounding, not a string a value)."""
+    if not values:
+        return []
+    arr = np.asarray(values, dtype=np.float64)
+    scale = 10.0 ** (DIGITS - 1 - np.floor(np.log10(np.abs(np.where(arr == 0, 1.0, arr)))))
+    return (np.round(arr * scale) / scale).tolist()

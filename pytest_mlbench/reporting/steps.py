@@ -62,10 +62,12 @@ class Found:
 
 def levels(logs: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Per run its level and weight (see the module's docstring)."""
-    y = np.array([float(np.mean(x)) for x in logs])
-    counts = np.array([len(x) for x in logs], dtype=np.float64)
+    counts = np.array([len(x) for x in logs])
+    flat = np.concatenate(logs)
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    y = np.add.reduceat(flat, starts) / counts
     dof = float(np.sum(counts - 1))
-    within = sum(float(np.sum((x - x.mean()) ** 2)) for x in logs) / dof if dof else 0.0
+    within = float(np.sum((flat - np.repeat(y, counts)) ** 2)) / dof if dof else 0.0
     diffs = np.abs(np.diff(y))
     between = (float(np.median(diffs)) / MAD_SD) ** 2 / 2 if len(diffs) else 0.0
     run_to_run = max(0.0, between - within * float(np.mean(1 / counts)))
