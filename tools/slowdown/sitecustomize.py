@@ -19,8 +19,8 @@ if FACTOR > 0:
 
     _original = runners.timed_round
 
-    def _slowed(runner, probes, guard):  # type: ignore[no-untyped-def]
-        seconds, outs, tail = _original(runner, probes, guard)
+    def _slowed(*args, **kwargs):  # type: ignore[no-untyped-def]  # whatever timed_round takes
+        seconds, outs, tail = _original(*args, **kwargs)
         start = time.perf_counter()
         end = start + FACTOR * seconds
         while time.perf_counter() < end:
