@@ -113,5 +113,6 @@ def read(refs: Sequence[str], resolve: Callable[[str], Path], reference: str | N
     fresh = dict(zip([sha for sha, _ in missing],
                      digests([path for _, path in missing], reference, workers), strict=True))
     found = [_at(kept[sha], path) if sha in kept else fresh[sha] for sha, path in hashed]
-    save(folder, {sha: d for (sha, _), d in zip(hashed, found, strict=True)})
+    if fresh or set(kept) != {sha for sha, _ in hashed}:  # unchanged: nothing to write
+        save(folder, {sha: d for (sha, _), d in zip(hashed, found, strict=True)})
     return history(found)

@@ -121,7 +121,17 @@ def series(s: Series, machine_index: int) -> dict[str, Any]:
             "lo": _rounded([p.low * 1e3 for p in points]),
             "hi": _rounded([p.high * 1e3 for p in points]),
             "n": _rounded([p.normalised for p in points]),
-            "p": [_rounded([x * 1e3 for x in p.processes]) for p in points]}
+            "p": _split(_rounded([x * 1e3 for p in points for x in p.processes]),
+                        [len(p.processes) for p in points])}
+
+
+def _split(values: list[float], counts: list[int]) -> list[list[float]]:
+    """``values`` cut into consecutive lists of ``counts`` (each run's processes)."""
+    out, start = [], 0
+    for n in counts:
+        out.append(values[start:start + n])
+        start += n
+    return out
 
 
 def machine(found: History, name: str, reference: str | None) -> dict[str, Any]:

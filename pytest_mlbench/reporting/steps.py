@@ -79,7 +79,11 @@ def levels(logs: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
 def scan(w: np.ndarray, wy: np.ndarray, min_runs: int = MIN_RUNS) -> np.ndarray:
     """The statistic at every admissible split (last axis), for each row of ``w`` and
     ``w * y`` (one row per ordering of the runs)."""
-    cw, cy = np.cumsum(w, axis=-1), np.cumsum(wy, axis=-1)
+    # runs of equal weight (as many processes each, the usual history) weigh the same in
+    # every order: their running sums of weights need no shuffling
+    same = bool(np.all(w == w.flat[0]))
+    cw = np.arange(1, w.shape[-1] + 1) * w.flat[0] if same else np.cumsum(w, axis=-1)
+    cy = np.cumsum(wy, axis=-1)
     k = np.arange(min_runs, w.shape[-1] - min_runs + 1) - 1
     wl, yl = cw[..., k], cy[..., k]
     wr, yr = cw[..., -1:] - wl, cy[..., -1:] - yl
@@ -94,6 +98,7 @@ def test(y: np.ndarray, w: np.ndarray, alpha: float, rng: np.random.Generator,
     that reaches it ends the test at once, so a stepless case costs a few shuffles."""
     n = len(y)
     wy = w * y
+    same = bool(np.all(w == w[0]))
     found = scan(w, wy, min_runs)
     best = int(np.argmax(found))
     observed = float(found[best]) * (1 - 1e-12)  # ties count against a step
@@ -101,7 +106,8 @@ def test(y: np.ndarray, w: np.ndarray, alpha: float, rng: np.random.Generator,
     while done < budget:
         b = min(size, budget - done)
         order = rng.permuted(np.broadcast_to(np.arange(n), (b, n)), axis=1)
-        if np.any(scan(w[order], wy[order], min_runs).max(axis=1) >= observed):
+        weights = w if same else w[order]  # equal weights are the same in every order
+        if np.any(scan(weights, wy[order], min_runs).max(axis=1) >= observed):
             return None
         done += b
         size = min(size * 4, max(1, MAX_CELLS // n))

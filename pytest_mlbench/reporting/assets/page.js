@@ -4,8 +4,9 @@
  * uPlot (vendored beside this file): the steps found, each machine's latest tables, and per
  * case its history in commit order on every machine that ran it, side by side. Charts are
  * made as they scroll into view, so a history of hundreds of cases opens at once.
- * window.mlbenchReady turns true once the page is built; window.mlbenchCharts maps a series'
- * index to its uPlot chart (the browser test reads both). */
+ * window.mlbenchReady turns true once the page is built (window.mlbenchBuiltMs: when, since
+ * navigation began); window.mlbenchCharts maps a series' index to its uPlot chart (the
+ * browser test reads them). */
 (function () {
   "use strict";
   var D = window.MLBENCH;
@@ -299,5 +300,6 @@
   applyFilters();
   observeAll();
   window.addEventListener("hashchange", function () { resetFilters(); });
+  window.mlbenchBuiltMs = performance.now();  // since navigation began: the page's own cost
   window.mlbenchReady = true;
 })();
