@@ -34,7 +34,7 @@ R = TypeVar("R")
 
 TARGET = "pytest_mlbench.engine.framework_worker:build"
 START_TIMEOUT_S = 300.0  # spawn + import tensorflow + warm-up on a loaded 2-core machine
-TF_XLA_CACHE_FLAG = "--tf_xla_persistent_cache_directory"  # in TF_XLA_FLAGS: switched off
+TF_XLA_CACHE_FLAG = "--tf_xla_persistent_cache_directory"  # a user's removed; the pass's set
 CALL_TIMEOUT_S = 600.0  # one command (a timed turn gets what its rounds should take, more)
 # the matmul peak: four n x n matmuls and a jit, seconds on a loaded 2-core host. On a GPU a
 # timed session that never got past its first peak was cut with nothing said; now the worker
@@ -71,7 +71,8 @@ class FrameworkPool:
     affinity: str
     caches: str  # the session's compile-cache folder ("" for none)
     kept: str = ""  # the compile cache kept across sessions, torch's and numba's part
-    xla: str = ""  # the folder of JAX's XLA cache for this pool ("": compile, keep nothing)
+    xla: str = ""  # the folder of JAX's or TensorFlow's XLA cache for this pool ("": compile,
+    # keep nothing)
     side: Side = field(default_factory=Side)
     compiler: str = "cpu"  # the device to warm the compiler up on at start ("" for none)
     launch: Launch | None = None  # what the workers start from (default: this process, now)
@@ -398,10 +399,11 @@ def compile_caches(folder: str, environ: Mapping[str, str] = os.environ,
     pass, is measuring/cache_plan.py's choice: an executable loaded from XLA's cache ran 7-25%
     faster in a worker than the same program compiled in it (jax-jit lstm 11.8-13.5 ms a step
     in the processes that loaded it, 14.4-16.2 in those that compiled it), so a run's
-    processes must all load or all compile. TensorFlow's XLA (jit_compile) compiles in every
-    process, its persistent cache switched off: its entries are keyed by what the process
-    traced before (a run's later processes, whose compiler was not warmed up, missed every
-    entry its first wrote). TensorFlow's AutoGraph writes converted source to temporary files
+    processes must all load or all compile. TensorFlow's XLA (jit_compile) does the same in
+    ``xla``'s ``tensorflow/`` (TF_XLA_FLAGS' persistent cache; a user's own one is never used):
+    its entries are keyed by the traced function's name, which carries a process-wide counter,
+    so the tensorflow adapter aligns that counter before each XLA trace (align_names).
+    TensorFlow's AutoGraph writes converted source to temporary files
     that a killed worker cannot delete: they go to the session's folder."""
     flags = " ".join(flag for flag in environ.get("TF_XLA_FLAGS", "").split()
                      if not flag.startswith(TF_XLA_CACHE_FLAG))
@@ -413,7 +415,9 @@ def compile_caches(folder: str, environ: Mapping[str, str] = os.environ,
                   "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1",
                   # none of XLA's own caches beside it: their folder (under the cache's) is
                   # part of every key, and a first pass fills a folder of its own
-                  "JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES": "none", "TF_XLA_FLAGS": flags}
+                  "JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES": "none",
+                  "TF_XLA_FLAGS": f"{flags} {TF_XLA_CACHE_FLAG}={os.path.join(xla, 'tensorflow')}"
+                  .strip()}
     if not folder:
         return cached
     root = kept or folder

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import collections
+import functools
+import itertools
 import os
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -27,6 +30,32 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 
 SCRATCH = "MLBENCH_TF_SCRATCH"  # a worker's folder for temporary files (workers.compile_caches)
+CACHE_FLAG = "--tf_xla_persistent_cache_directory"  # engine/pools.compile_caches sets it
+NAME_STRIDE = 1 << 20  # uids a case may use up before the next XLA trace's start
+
+
+def cache_folder(environ: Mapping[str, str] = os.environ) -> str:
+    """The folder TF_XLA_FLAGS gives XLA's persistent cache ("" for none)."""
+    for flag in environ.get("TF_XLA_FLAGS", "").split():
+        if flag.startswith(CACHE_FLAG + "="):
+            return flag.split("=", 1)[1]
+    return ""
+
+
+def align_names() -> None:
+    """Start the next names TensorFlow gives at a multiple of NAME_STRIDE. TensorFlow names a
+    traced function ``__inference_<name>_<uid>`` with one process-wide counter, which every
+    call and eager step advances, and XLA's persistent cache keys on that name (both of the
+    entry's fingerprints): the same step traced after a different history (a later pass ran
+    fewer checks, the previous case more rounds) missed its entry and compiled again.
+    Aligned as the trace starts, the trace gets the same names in every process. TensorFlow
+    has no setter for the counter: it is called up to 2^20 times, in C (starmap into a deque
+    that keeps nothing), 0.4-0.8 s on the 2-core host loaded (its probe's loop at 32 ms)."""
+    from tensorflow.python import pywrap_tfe
+
+    uid = pywrap_tfe.TFE_Py_UID
+    collections.deque(itertools.starmap(uid, itertools.repeat((), NAME_STRIDE - 1
+                                                               - uid() % NAME_STRIDE)), maxlen=0)
 
 
 def import_tensorflow() -> None:
@@ -70,6 +99,9 @@ class TensorflowAdapter:
         self._device = "/CPU:0"
         self._limit: Any = None
         self._traces = 0
+        self._xla_traces = 0  # traces of jit_compile functions: XLA compilations to come
+        self._cache = cache_folder()
+        self._entries_before = self._entries()
         self._count_traces()
         self._watch = SettingsWatch()
         self._watch_setter()
@@ -153,6 +185,40 @@ class TensorflowAdapter:
 
     def compile_events(self) -> int:
         return self._traces
+
+    def _entries(self) -> set[str]:
+        try:
+            return {n for n in os.listdir(self._cache) if n.endswith(".pb")} if self._cache \
+                else set()
+        except FileNotFoundError:
+            return set()
+
+    def persistent_cache(self) -> tuple[int, int] | None:
+        """XLA compilations its persistent cache served, and those it compiled, so far (None
+        with no cache). TensorFlow counts loads only in a C++ metric Python cannot read, so:
+        compiled, the entries written to the folder since this process started (XLA writes
+        one for each compilation it did not load, none for a load); served, the XLA traces
+        less those. Another process writing to the same folder meanwhile counts as this one's
+        compilations: a load may read as compiled, never the reverse."""
+        if not self._cache:
+            return None
+        compiled = len(self._entries() - self._entries_before)
+        return max(0, self._xla_traces - compiled), compiled
+
+    def _aligned(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn`` for a jit_compile tf.function with a persistent cache: its trace (the only
+        time TensorFlow runs the Python function) starts at aligned names, and is counted."""
+        import tensorflow as tf
+
+        align = tf.autograph.experimental.do_not_convert(align_names)
+
+        @functools.wraps(fn)
+        def traced(*args: Any, **kwargs: Any) -> Any:
+            self._xla_traces += 1
+            align()
+            return fn(*args, **kwargs)
+
+        return traced
 
     def join_at_start(self, rank: int, world: int, dp: dict[str, Any]) -> None:
         """A parallel pool's process: the CPU split into as many logical devices as the case
@@ -266,6 +332,8 @@ class TensorflowAdapter:
             return Compiled(fn, variant, name=getattr(fn, "__name__", ""))
         if variant not in ("jit", "xla"):
             raise Unsupported(f"tensorflow has no {variant} variant")
+        if variant == "xla" and self._cache:
+            fn = self._aligned(fn)
         graph = tf.function(fn, jit_compile=variant == "xla", reduce_retracing=False)
         return Compiled(graph, variant, traces=graph.experimental_get_tracing_count,
                         name=getattr(fn, "__name__", ""))
@@ -282,7 +350,9 @@ class TensorflowAdapter:
 
         with tf.device("/GPU:0" if device == "gpu" else "/CPU:0"):
             for xla in (False, True):
-                tf.function(lambda x: tf.tanh(x) * 2 + 1, jit_compile=xla)(tf.ones(8)).numpy()
+                fn: Callable[..., Any] = lambda x: tf.tanh(x) * 2 + 1  # noqa: E731
+                fn = self._aligned(fn) if xla and self._cache else fn
+                tf.function(fn, jit_compile=xla)(tf.ones(8)).numpy()
 
     def matmul_gflops(self, dtype: str, n: int, repeats: int) -> float | None:
         import tensorflow as tf

@@ -3,15 +3,16 @@ which caches each pass's workers read, what each case's compile figure came from
 folder remembers afterwards (storing/cold_compiles.py).
 
 torch's inductor and numba read and write the folder in every pass of every session: a case
-that one process compiled, the next loads. JAX's XLA cache is kept apart in timed sessions,
-because an executable loaded from it ran 7-25% faster in a worker than the same program
-compiled in it (engine/pools.compile_caches): a run's processes must all load or all compile.
-So when every JAX case of the run was compiled into the folder before (the ledger's
-``filled``), JAX loads from it in every pass (``warm``); otherwise each of its processes
+that one process compiled, the next loads. JAX's and TensorFlow's XLA caches are kept apart in
+timed sessions, because an executable loaded from JAX's ran 7-25% faster in a worker than the
+same program compiled in it (engine/pools.compile_caches): a run's processes must all load or
+all compile. So when every case of such a framework was compiled into the folder before (the
+ledger's ``filled``), it loads from it in every pass (``warm``); otherwise each of its processes
 compiles, the first pass writing what it compiled to a folder of the session that is added to
 the kept one after the pass, so that the next run loads it all. A session that times nothing
-reads and writes every cache, XLA's too. TensorFlow keeps no persistent cache
-(engine/pools.compile_caches): its figures are cold.
+reads and writes every cache, XLA's too. TensorFlow's XLA cache serves only XLA's backend
+compile: its tracing and its lowering to HLO run in every process (engine/pools.compile_caches;
+docs/journal/2026-11-28-tensorflow-xla-cache.md).
 
 A case's compile figure (the first process's) came ``from the cache`` when the worker's own
 counts say every compilation it needed was loaded (adapters' ``persistent_cache``), else it is
@@ -119,7 +120,7 @@ class CachePlan:
             return ""
         if not self.folder:
             return COLD
-        if counts is None:  # the adapter keeps no count: it keeps no cache (TensorFlow)
+        if counts is None:  # the adapter keeps no count: no cache was given to it
             return COLD
         loaded, compiled = counts
         return FROM_CACHE if loaded > 0 and compiled == 0 else COLD

@@ -6,6 +6,8 @@ so that what one run compiled the next one loads.
                          precompiled header (frameworks/torch_.share_precompiled_headers)
     <folder>/numba/      numba's cache (NUMBA_CACHE_DIR, ``cache=True``)
     <folder>/jax/        XLA's persistent compilation cache, JAX's
+    <folder>/tensorflow/ TensorFlow's XLA executables (jit_compile; TF_XLA_FLAGS'
+                         --tf_xla_persistent_cache_directory)
     <folder>/cold.json   each case's cold compile time, from the run that filled the folder
                          (storing/cold_compiles.py)
     <folder>/set-aside/  what a run found unreadable, moved out of the way
@@ -26,10 +28,12 @@ a broken kernel), or be read and compiled again in every run (JAX warns, compile
 replaces the entry). So before a run's workers start, each framework's files are read the way
 their formats allow without importing the framework (``check``): numba's pickles walked opcode
 by opcode, inductor's shared objects by their ELF headers against their length, JAX's entries
-by their compression header. A framework's folder with such a file is moved aside whole, named
-in one line, and its cases compile afresh. A file written in the last ``YOUNG_S`` by a
-framework that does not write atomically (inductor's shared objects, JAX's entries) is left
-unjudged: another run sharing the folder may be writing it.
+by their compression header, TensorFlow's by protobuf's wire format (one cut short failed its
+case: ``OutOfRangeError: Read less bytes than requested``). A framework's folder with such a
+file is moved aside whole, named in one line, and its cases compile afresh. A file written in
+the last ``YOUNG_S`` by a framework that does not write atomically (inductor's shared objects,
+JAX's and TensorFlow's entries) is left unjudged: another run sharing the folder may be
+writing it.
 """
 
 from __future__ import annotations
@@ -51,8 +55,9 @@ __all__ = ["COLD", "FOLDERS", "CacheError", "check", "default_folder", "merge", 
            "resolve"]
 
 COLD = "cold"  # --mlbench-compile-cache=cold: a fresh folder for the session, removed at its end
-FOLDERS = {"torch": "inductor", "numba": "numba", "jax": "jax"}
-XLA = ("jax",)  # whose XLA cache a timed run's processes all load or all skip (cache_plan.py)
+FOLDERS = {"torch": "inductor", "numba": "numba", "jax": "jax", "tensorflow": "tensorflow"}
+# whose XLA cache a timed run's processes all load or all skip (cache_plan.py)
+XLA = ("jax", "tensorflow")
 SET_ASIDE = "set-aside"
 YOUNG_S = 600.0  # a file this recent may still be being written by another run: not judged
 LEDGER = "cold.json"  # storing/cold_compiles.py, with its lock file beside it
@@ -152,6 +157,43 @@ def _compressed(data: bytes, size: int = 0) -> str:
     return "neither zstd nor zlib data"
 
 
+def _protobuf(data: bytes, size: int = 0) -> str:
+    """TensorFlow's entries (a binary XlaSerializedCacheEntry): fields by protobuf's wire
+    format, each whole, the last ending where the file does."""
+    at, end = 0, len(data)
+
+    def varint() -> int:
+        nonlocal at
+        value = shift = 0
+        while at < end and shift < 70:
+            byte = data[at]
+            at, value, shift = at + 1, value | (byte & 0x7F) << shift, shift + 7
+            if not byte & 0x80:
+                return value
+        raise ValueError("a varint runs past the end")
+
+    if not data:
+        return "empty"
+    try:
+        while at < end:
+            tag = varint()
+            kind, field = tag & 7, tag >> 3
+            if field == 0 or kind not in (0, 1, 2, 5):
+                raise ValueError(f"no field at byte {at}")
+            if kind == 0:
+                varint()
+            elif kind == 2:
+                length = varint()
+                at += length
+            else:
+                at += 8 if kind == 1 else 4
+            if at > end:
+                raise ValueError(f"a field runs past the end ({end} bytes)")
+    except ValueError as exc:
+        return f"not a whole protobuf ({exc})"
+    return ""
+
+
 # folder -> (does a file of this name get judged, how, the bytes it reads (0: all), written
 # atomically)
 Judge = tuple[Callable[[str], bool], Callable[[bytes, int], str], int, bool]
@@ -159,6 +201,7 @@ JUDGES: dict[str, Judge] = {
     "numba": (lambda name: name.endswith((".nbi", ".nbc")), _pickles, 0, True),
     "inductor": (lambda name: name.endswith(".so"), _elf, 64, False),
     "jax": (lambda name: name.endswith("-cache"), _compressed, 4, False),
+    "tensorflow": (lambda name: name.endswith(".pb"), _protobuf, 0, False),
 }
 
 

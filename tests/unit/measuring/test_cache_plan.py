@@ -63,7 +63,7 @@ def test_a_cold_session_keeps_nothing_and_a_check_only_one_reads_every_cache(
     assert cold.judged(cases[1], None) == ""  # eager: compiles nothing of its own
     checked = CachePlan(str(tmp_path), "/session", False)
     checked.open([lane])
-    assert checked.xla(0) == {"jax": str(tmp_path)}
+    assert checked.xla(0) == {"jax": str(tmp_path), "tensorflow": str(tmp_path)}
 
 
 def test_a_cache_overwritten_with_garbage_is_named_and_set_aside_before_the_run(
