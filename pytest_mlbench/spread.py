@@ -119,9 +119,11 @@ def group_spreads(logs: Sequence[np.ndarray]) -> list[Parts]:
     plus its own. The shared part is the variance of the group's mean deviation per pass
     (n - 1 df, from every figure of the group); the own part, a figure's deviations from those
     ((n - 1)(k - 1)/k df for k figures). Their sum estimates the variance of one process of
-    the figure with far more degrees of freedom than its own n - 1 where the pass effect
-    dominates. A group of one figure, or of figures with unequal pass counts: each figure its
-    own variance."""
+    the figure without resting on its own n processes alone: a figure whose processes agreed
+    by chance still carries the pass effect its group shows (which has n - 1 degrees of
+    freedom in a run, however many figures the group has; two runs give it twice that). A
+    group of one figure, or of figures with unequal pass counts: each figure its own
+    variance."""
     k, n = len(logs), len(logs[0]) if logs else 0
     if k < 2 or n < 2 or any(len(x) != n for x in logs):
         return [((float(np.var(x, ddof=1)), len(x) - 1.0),) for x in logs]
@@ -147,9 +149,10 @@ def between_runs(diffs: Sequence[float], variances: Sequence[float], dfs: Sequen
     of freedom: the independent ``units`` less one, the figures by default (the figures of a
     comparison group move together between runs: the gate counts the groups; a simulation of
     this host's spread, tools/gate_power.py, found the figures' count too many). ``NO_BETWEEN``
-    below ``PRIOR_MIN`` figures."""
-    d, v = np.asarray(diffs, dtype=np.float64), np.asarray(variances, dtype=np.float64)
-    df = np.asarray(dfs, dtype=np.float64)
+    below ``PRIOR_MIN`` figures with a variance."""
+    v = np.asarray(variances, dtype=np.float64)
+    known = v > 0  # a figure whose processes agreed exactly says nothing of its scale
+    d, v, df = np.asarray(diffs, dtype=np.float64)[known], v[known], np.asarray(dfs)[known]
     if len(d) < PRIOR_MIN:
         return NO_BETWEEN
 

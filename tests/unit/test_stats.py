@@ -326,6 +326,9 @@ def test_the_variance_between_two_runs_is_found_and_a_few_changed_figures_do_not
     moved = spread.between_runs(changed, v, df)[0] - spread.between_runs(same, v, df)[0]
     assert moved < 0.002 and np.var(changed) - np.var(same) > 0.004
     assert spread.between_runs(draw(0.1)[:4], v[:4], df[:4]) == spread.NO_BETWEEN
+    # figures whose processes agreed exactly are left out, not divided by
+    assert spread.between_runs(np.r_[same, 0.0], np.r_[v, 0.0], np.r_[df, 2.0]) == \
+        spread.between_runs(same, v, df)
 
 
 def test_welchs_test_takes_the_runs_spread_and_the_days_between_them() -> None:
