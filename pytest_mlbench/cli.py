@@ -10,12 +10,11 @@ and charts.
 
 RUN is a pytest-benchmark JSON file, a baseline name of this machine, or <machine-id>/<name>
 under --baselines (add .partial to name a partial run); with --html or --steps also a folder
-of runs (a whole baselines/ tree, partial runs left out). ``--plots DIR`` also writes PNG and SVG
-charts (needs matplotlib: pip install 'pytest-mlbench[report]'; without it tables still print).
-Exit status: 0; 1 when --compare finds a slowdown that fails the gate or judges nothing, or
---steps lists a step; 2 for
-a usage error, a file that cannot be read or trusted, or a run with no pytest-mlbench case to
-report."""
+of runs (a whole baselines/ tree, partial runs left out). ``--plots DIR`` also writes PNG and
+SVG charts (needs matplotlib: pip install 'pytest-mlbench[report]'; without it tables still
+print). Exit status: 0; 1 when --compare finds a slowdown that fails the gate or judges
+nothing, or when --steps lists a step; 2 for a usage error, a file that cannot be read or
+trusted, or a run with no pytest-mlbench case to report."""
 
 from __future__ import annotations
 

@@ -76,6 +76,7 @@ def save(folder: Path, kept: dict[str, Digest]) -> None:
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(payload)
+        os.chmod(tmp, 0o644)  # beside the page, which is served and committed
         os.replace(tmp, folder / NAME)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
