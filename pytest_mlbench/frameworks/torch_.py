@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import os
 import sys
 from collections.abc import Callable
@@ -162,6 +163,12 @@ class TorchAdapter:
         except RuntimeError:  # already set in this process (it may be set only once)
             pass
         self._limit = threading_.limit_blas(threads)
+        if importlib.util.find_spec("torch_xla") is not None:
+            # torch's autograd engine sizes its per-device queues at the process's first
+            # backward: an XLA device started after it fails every XLA backward (engine.cpp,
+            # "device_ready_queues_ INTERNAL ASSERT"), so the xla mode's device starts here,
+            # before any case (an eager case's backward included)
+            self.for_mode("xla").start()
 
     def threads(self) -> dict[str, Any]:
         import torch

@@ -79,12 +79,27 @@ class TorchXla(TorchAdapter):
         self._limit: Any = None
         self._xla: Any = None
         self.pool: int | None = None  # threads the XLA CPU pool kept busy (_start_client)
+        self.broken: str | None = None  # why torch_xla did not import (start), for setup
 
     # -- the device ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """As the worker starts, before any case (TorchAdapter.set_threads): torch_xla and its
+        device, so that torch's autograd engine knows the XLA device at its first backward.
+        A torch_xla that does not import (built against another torch: "undefined symbol")
+        leaves the worker's other modes running; its xla cases skip saying why (setup)."""
+        try:
+            self._device = self._import().device()
+        except Unavailable as exc:
+            self.broken = str(exc)
+            return
+        self._start_client()
 
     def _import(self) -> Any:
         """torch_xla, imported for the CPU client, its thread pool sized by ``NPROC``, and no
         persistent compile cache (each read when the client starts)."""
+        if self.broken is not None:
+            raise Unavailable(self.broken)
         if self._xla is not None:
             return self._xla
         os.environ["PJRT_DEVICE"] = "CPU"
@@ -97,7 +112,9 @@ class TorchXla(TorchAdapter):
             import torch_xla.debug.metrics  # noqa: F401 (the counters read below)
         except ImportError as exc:
             how = TorchAdapter.modes_need["xla"][1]
-            raise Unavailable(f"torch's xla mode needs torch_xla ({exc}): {how}") from exc
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise Unavailable(f"torch's xla mode needs a torch_xla that imports ({first}): "
+                              f"{how}") from exc
         self._xla = torch_xla
         return torch_xla
 
@@ -111,7 +128,8 @@ class TorchXla(TorchAdapter):
         xla = self._import()
         self.torch.setup("cpu", policy, seed)  # torch's own policy, seed and settings watch
         self._device = xla.device()
-        self._start_client()
+        self._start_client()  # started with the worker (start), unless set up without it
+        self._assert_pool()
         self._watch_precision_setter()
         with self._watch.paused():  # the adapter's own setting, not the case's
             xla._XLAC._xla_set_mat_mul_precision(MATMUL)
@@ -142,8 +160,8 @@ class TorchXla(TorchAdapter):
 
     def _start_client(self) -> None:
         """Once a worker: start XLA's CPU client (NPROC set by _import), then count the
-        threads other than this one that a few matmuls keep busy: no more than the
-        session's threads may be (its pool's threads have no names to count them by)."""
+        threads other than this one that a few matmuls keep busy, which may be no more than
+        the session's threads (_assert_pool: its pool's threads have no names to count)."""
         if self.pool is not None:
             return
         import torch
@@ -157,8 +175,11 @@ class TorchXla(TorchAdapter):
         busy = threading_.busy_threads(before, threading_.cpu_seconds(),
                                        time.perf_counter() - start)
         self.pool = len([t for t in busy if t != main])
+
+    def _assert_pool(self) -> None:
+        """Each xla case: the pool counted as the client started held the session's threads."""
         threads = self.torch._threads
-        if threads is not None and self.pool > threads:
+        if threads is not None and self.pool is not None and self.pool > threads:
             raise AssertionError(f"thread counts differ from --mlbench-threads={threads}: "
                                  f"xla_cpu_pool={self.pool} (threads busy in a matmul on "
                                  f"torch_xla's CPU client, NPROC={os.environ.get('NPROC')})")

@@ -43,6 +43,26 @@ def test_torch_adapter_itself_refuses_xla_which_its_for_mode_adapter_runs() -> N
     assert adapter.for_mode("eager") is adapter and adapter.for_mode("jit") is adapter
 
 
+def test_a_torch_xla_that_does_not_import_leaves_torch_running_and_its_cases_skip(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch_xla built against another torch fails to import ("undefined symbol"): the
+    worker's start goes on, and an xla case skips saying why and naming the job."""
+    import sys
+
+    from pytest_mlbench.errors import Unavailable
+    from pytest_mlbench.frameworks.torch_ import TorchAdapter
+    from pytest_mlbench.frameworks.torch_xla_ import TorchXla
+
+    monkeypatch.setitem(sys.modules, "torch_xla", None)  # its import raises ImportError
+    for name in ("PJRT_DEVICE", "NPROC", "XLA_PERSISTENT_CACHE_PATH"):  # restored after
+        monkeypatch.delenv(name, raising=False)
+    xla = TorchXla(TorchAdapter())
+    xla.start()
+    with pytest.raises(Unavailable, match=r"torch's xla mode needs a torch_xla that imports "
+                                          r"\(.*\): " + JOB):
+        xla.setup("cpu", POLICIES["fp32"], 0)
+
+
 # -- with torch_xla -----------------------------------------------------------------------------
 
 def xla_adapter(precision: str = "fp32") -> Any:
@@ -149,3 +169,30 @@ def test_a_gpu_case_skips_saying_xla_cuda_is_gone() -> None:
     with pytest.raises(Unsupported, match="XLA:CUDA was deprecated in torch-xla 2.8 and "
                                           "removed in 2.9"):
         adapter.setup("gpu", POLICIES["fp32"], 0)
+
+
+@needs_xla
+def test_an_xla_backward_after_an_eager_one_in_the_same_worker() -> None:
+    """torch's autograd engine sizes its device queues at a process's first backward: a
+    worker's XLA device must exist by then (the adapter starts it with the worker's threads),
+    or every later XLA backward fails torch's internal assert (engine.cpp)."""
+    import subprocess
+    import sys
+
+    code = """
+import torch
+from pytest_mlbench import frameworks
+from pytest_mlbench.precision import POLICIES
+adapter = frameworks.load("torch", frameworks.BUILTIN)
+adapter.set_threads(1)  # as a worker starts
+w = torch.ones(3, requires_grad=True)
+(w * 2).sum().backward()  # an eager case first
+xla = adapter.for_mode("xla")
+xla.setup("cpu", POLICIES["fp32"], 0)
+v = xla.asarray(__import__("numpy").ones(3, "float32")).requires_grad_()
+(v * 2).sum().backward()
+print(xla.to_numpy(v.grad).tolist())
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0 and "[2.0, 2.0, 2.0]" in done.stdout, done.stderr[-2000:]
