@@ -22,10 +22,12 @@ from typing import Any
 
 import numpy as np
 
+from pytest_mlbench.reporting import page
 from pytest_mlbench.storing import fingerprint
 from pytest_mlbench.storing.baselines import BaselineStorage
 from pytest_mlbench.storing.record import Measure, Record
-from tests.synthetic import MACHINE, bench, identity, measure
+from tests.synthetic import MACHINE, bench, identity, measure, record, run_json
+from tests.synthetic import write as write_run
 
 IMPLS = ("jax-jit", "jax-eager", "torch-eager", "torch-jit", "numpy-eager", "tensorflow-xla")
 WORKLOADS = ("mlp", "cnn", "gpt", "lstm", "vit")
@@ -130,3 +132,32 @@ def _run(benches: list[dict[str, Any]], r: int) -> dict[str, Any]:
                             "dirty": False, "project": "example", "branch": "main"},
             "benchmarks": benches, "datetime": (when + timedelta(hours=1)).isoformat(),
             "version": "5.3.1"}
+
+
+# -- for the tests of the history and its page -------------------------------------------
+
+@dataclass(frozen=True)
+class Built:
+    status: int
+    out: str
+    site: Path
+
+
+def data_of(folder: Path) -> dict[str, Any]:
+    text = (folder / page.DATA).read_text()
+    assert text.startswith("window.MLBENCH = ") and text.endswith(";\n")
+    return json.loads(text[len("window.MLBENCH = "):-2])
+
+
+def two_machines(folder: Path) -> Path:
+    """Six runs of two cases on each of two machines (the second twice as fast)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, scale in (("A", 1.0), ("B", 0.5)):
+        machine = {**MACHINE, "cpu": {**MACHINE["cpu"], "model": f"CPU {name}"}}
+        for r in range(6):
+            run = run_json(*(bench(record(impl, 1e-3 * scale * (1 + i), measure_kw={
+                "seed": 10 * r + i, "processes": 3})) for i, impl in enumerate(
+                    ("jax-jit", "torch-eager"))), machine=machine)
+            run["commit_info"] = {"id": f"{r:x}" * 40, "time": f"2026-10-0{r + 1}T00:00:00"}
+            write_run(folder / f"{name}{r}.json", run)
+    return folder

@@ -1,16 +1,11 @@
 """``pytest-mlbench report --steps`` and ``--html`` on generated histories of saved runs
 (tests/history_runs.py: 40 runs x 90 cases written by the project's own writers); the page
-is opened in a real browser by the tests at the end (tests/browser.py)."""
+is opened in a real browser by test_history_page.py."""
 
 from __future__ import annotations
 
-import contextlib
-import io
-import json
 import re
 import shutil
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -19,31 +14,9 @@ import pytest
 from pytest_mlbench import cli
 from pytest_mlbench.reporting import history, history_cache, page, steps
 from pytest_mlbench.storing.runs import load_run
-from tests import browser, history_runs
-from tests.synthetic import MACHINE, bench, record, run_json, write
-
-
-@pytest.fixture(scope="module")
-def stepped(tmp_path_factory: pytest.TempPathFactory) -> history_runs.History:
-    """40 runs x 90 cases, case STEP_CASE 15% slower from run 25 on, nothing else."""
-    return history_runs.write(tmp_path_factory.mktemp("stepped") / "baselines", seed=1)
-
-
-@dataclass(frozen=True)
-class Built:
-    status: int
-    out: str
-    site: Path
-
-
-@pytest.fixture(scope="module")
-def built(stepped: history_runs.History, tmp_path_factory: pytest.TempPathFactory) -> Built:
-    """``report --steps --html SITE`` of the stepped history, run once for the tests below."""
-    site = tmp_path_factory.mktemp("built") / "site"
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        status = cli.main(["report", "--steps", "--html", str(site), str(stepped.root)])
-    return Built(status, out.getvalue(), site)
+from tests import history_runs
+from tests.history_runs import Built, data_of, two_machines
+from tests.synthetic import bench, record, run_json, write
 
 
 def step_rows(out: str) -> list[str]:
@@ -174,12 +147,6 @@ def test_an_unknown_reference_and_a_mode_that_does_not_go_are_refused(
 
 # -- the page's folder ------------------------------------------------------------------------
 
-def data_of(folder: Path) -> dict:
-    text = (folder / page.DATA).read_text()
-    assert text.startswith("window.MLBENCH = ") and text.endswith(";\n")
-    return json.loads(text[len("window.MLBENCH = "):-2])
-
-
 def test_the_page_holds_the_history_the_step_and_the_latest_tables(
         stepped: history_runs.History, built: Built) -> None:
     site = built.site
@@ -271,20 +238,6 @@ def test_levels_weigh_runs_by_their_processes_spread() -> None:
     assert w[1] > w[0]
 
 
-def two_machines(folder: Path) -> Path:
-    """Six runs of two cases on each of two machines (the second twice as fast)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, scale in (("A", 1.0), ("B", 0.5)):
-        machine = {**MACHINE, "cpu": {**MACHINE["cpu"], "model": f"CPU {name}"}}
-        for r in range(6):
-            run = run_json(*(bench(record(impl, 1e-3 * scale * (1 + i), measure_kw={
-                "seed": 10 * r + i, "processes": 3})) for i, impl in enumerate(
-                    ("jax-jit", "torch-eager"))), machine=machine)
-            run["commit_info"] = {"id": f"{r:x}" * 40, "time": f"2026-10-0{r + 1}T00:00:00"}
-            write(folder / f"{name}{r}.json", run)
-    return folder
-
-
 def test_machines_are_series_of_one_case_side_by_side(tmp_path: Path) -> None:
     runs = two_machines(tmp_path / "runs")
     found = history.read([str(runs)], Path)
@@ -295,127 +248,6 @@ def test_machines_are_series_of_one_case_side_by_side(tmp_path: Path) -> None:
     assert [p.figure for p in b.points] == pytest.approx([p.figure / 2 for p in a.points],
                                                          rel=0.1)
     assert a.points[0].normalised == 1.0 and found.series[2].points[0].normalised > 1.5
-
-
-# -- in a real browser, with the network refused ----------------------------------------------
-
-REPO = Path(__file__).resolve().parents[3]
-
-# a chart's canvas: how many pixels are drawn at all, how many in the step marks' red
-# (#b00020; the figure is blue, the band pale blue, the processes grey), how many points
-PIXELS = """(i => { const u = window.mlbenchCharts[i]; const c = u.ctx.canvas;
-  const d = u.ctx.getImageData(0, 0, c.width, c.height).data; let drawn = 0, red = 0;
-  for (let k = 0; k < d.length; k += 4) {
-    if (d[k + 3]) drawn++;
-    if (d[k + 3] > 200 && d[k] > 150 && d[k + 1] < 40 && d[k + 2] < 70) red++; }
-  return {drawn: drawn, red: red, points: u.data[0].length}; })"""
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[browser.Browser]:
-    found = browser.find()
-    if found is None:
-        pytest.skip(browser.INSTALL)
-    with browser.chromium(found) as opened:
-        yield opened
-
-
-def choose(tab: browser.Page, select: str, value: str) -> None:
-    tab.evaluate(f"(() => {{ const s = document.getElementById('{select}'); s.value = "
-                 f"'{value}'; s.dispatchEvent(new Event('change')); }})()")
-
-
-def assert_offline_and_quiet(tab: browser.Page, site: Path) -> None:
-    """Nothing asked for but the page's own files, and nothing the console calls an error."""
-    assert tab.requests and all(url.startswith(site.as_uri() + "/") for url in tab.requests), \
-        tab.requests
-    assert tab.problems == []
-
-
-def test_the_page_draws_tables_charts_and_the_step_offline(
-        built: Built, stepped: history_runs.History, chromium: browser.Browser,
-        tmp_path: Path) -> None:
-    """The stepped history's page: the latest run's 90 rows, one step listed (the injected
-    case's) and marked on its chart alone, charts drawn as they come into view, selection
-    and the normalised scale; a screenshot kept (history-page.png in this test's tmp_path)."""
-    tab = chromium.open((built.site / "index.html").as_uri())
-    tab.wait_for("window.mlbenchReady === true")
-    assert tab.evaluate("document.querySelectorAll('.group tr[data-framework]').length") == 90
-    label = stepped.labels[history_runs.STEP_CASE]
-    listed = tab.evaluate("[...document.querySelectorAll('#steps tr[data-series]')]"
-                          ".map(r => r.textContent)")
-    assert len(listed) == 1 and label in listed[0] and "0025_main-25.json" in listed[0]
-    index = data_of(built.site)["steps"][0]["s"]
-    assert tab.evaluate("[...document.querySelectorAll('.chart')].filter(b => b.dataset.steps"
-                        " !== '0').map(b => Number(b.dataset.series))") == [index]
-    tab.evaluate(f"document.querySelector('.chart[data-series=\"{index}\"]')"
-                 ".scrollIntoView({block: 'center'})")
-    tab.wait_for(f"!!window.mlbenchCharts[{index}] && "
-                 "Object.keys(window.mlbenchCharts).length > 1")
-    found = tab.evaluate(PIXELS + f"({index})")
-    assert found["points"] == 40 and found["drawn"] > 5000 and found["red"] > 100, found
-    other = next(int(k) for k in tab.evaluate("Object.keys(window.mlbenchCharts)")
-                 if int(k) != index)
-    plain = tab.evaluate(PIXELS + f"({other})")
-    assert plain["drawn"] > 5000 and plain["red"] == 0, plain
-    box = tab.evaluate(f"(() => {{ const r = window.mlbenchCharts[{index}].over"
-                       ".getBoundingClientRect(); return [r.left, r.top, r.width, r.height]; })()")
-    tab.send("Input.dispatchMouseEvent", type="mouseMoved", x=box[0] + box[2] * 0.62,
-             y=box[1] + box[3] / 2)
-    tip = tab.wait_for("!document.getElementById('tip').hidden && "
-                       "document.getElementById('tip').textContent")
-    assert re.match(r"commit [0-9a-f]{12}\ndate 2026-\d\d-\d\dT.*\nrun 00\d\d_main-\d\d.json"
-                    r"\nfigure [0-9.]+ ms \[", tip), tip
-    shot = tab.screenshot(tmp_path / "history-page.png")
-    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
-    choose(tab, "f-framework", "torch")
-    assert tab.evaluate("document.getElementById('shown').textContent") == "30 of 90 cases shown"
-    assert tab.evaluate("document.querySelectorAll('.group tr[data-framework]:not([hidden])')"
-                        ".length") == 30
-    choose(tab, "f-framework", "")
-    choose(tab, "f-scale", "norm")
-    tab.wait_for(f"!!window.mlbenchCharts[{index}]")
-    assert tab.evaluate(f"window.mlbenchCharts[{index}].data[3].every(v => v >= 1)")
-    assert_offline_and_quiet(tab, built.site)
-
-
-def test_machines_side_by_side_and_the_committed_baseline_open_offline(
-        chromium: browser.Browser, tmp_path: Path) -> None:
-    site = tmp_path / "two"
-    assert cli.main(["report", "--html", str(site), str(two_machines(tmp_path / "runs"))]) == 0
-    tab = chromium.open((site / "index.html").as_uri())
-    tab.wait_for("window.mlbenchReady === true && Object.keys(window.mlbenchCharts).length == 4")
-    assert tab.evaluate("[...document.querySelectorAll('.case')].map(c => "
-                        "c.querySelectorAll('.chart').length)") == [2, 2]
-    assert_offline_and_quiet(tab, site)
-    committed = sorted((REPO / "baselines").glob("*/*.json"))
-    if not committed:
-        return  # no baseline committed in this tree
-    site = tmp_path / "committed"
-    assert cli.main(["report", "--html", str(site), str(committed[0])]) == 0
-    tab = chromium.open((site / "index.html").as_uri())
-    tab.wait_for("window.mlbenchReady === true")
-    assert tab.evaluate("document.querySelectorAll('.group tr[data-framework]').length") > 10
-    tab.evaluate("document.querySelector('.chart').scrollIntoView()")  # drawn when in view
-    first = tab.wait_for("Object.keys(window.mlbenchCharts)[0]")
-    assert tab.evaluate(PIXELS + f"({first})")["points"] == 1
-    assert_offline_and_quiet(tab, site)
-
-
-def test_the_watch_sees_a_page_that_fetches_or_complains(chromium: browser.Browser,
-                                                         tmp_path: Path) -> None:
-    """The checks above can fail: a page asking the network for an image and writing an
-    error to its console is caught on both counts."""
-    bad = tmp_path / "bad.html"
-    bad.write_text('<!doctype html><img src="http://example.invalid/x.png">'
-                   '<script>console.error("broken page")</script>')
-    tab = chromium.open(bad.as_uri())
-    tab.wait_for("document.readyState === 'complete'")
-    assert "http://example.invalid/x.png" in tab.requests
-    with pytest.raises(AssertionError):
-        assert_offline_and_quiet(tab, tmp_path)
-    assert any("broken page" in p for p in tab.problems), tab.problems
-    assert any(p.startswith("load failed") for p in tab.problems), tab.problems
 
 
 def test_many_files_are_read_in_worker_processes_alike(tmp_path: Path,
