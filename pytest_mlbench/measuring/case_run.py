@@ -44,6 +44,7 @@ from pytest_mlbench.workloads import data
 
 WARMUP = 0  # round 0 is a warm-up: it runs like every other round and is never recorded
 TURN_WARMUP = 1  # rounds each timed turn runs first and drops (the worker was just resumed)
+DROPPED_CALLS = 1  # the calls such a round makes: the first call after resuming is the cold one
 CALL_MIN_S = 120.0  # a timed turn's timeout is 20 times what it should take, at least this
 # a timed session's rounds last at least this long: the shape's steps_per_call repeated as
 # often as it takes (timeit's autorange, pyperf's loop calibration). A round pays one sync
@@ -200,16 +201,18 @@ class CaseRun:
             for info in self.pool.info:
                 assert_threads(info.threads, self.expected_threads(), where=self.ctx.where)
             phases.check_start(self.ctx, self._ask(p.Start()))
-            if self.full:  # properties of the code, the same in every process: checked once
-                if self.train:
-                    self._prepare_train()
-                else:
-                    phases.check_output(self.ctx, self._output(), 0, "for the first probe")
-                    for index in range(1, self._precise_points()):
-                        phases.check_output(self.ctx, self._output(index), index,
-                                            f"for probe {index}")
-                    phases.check_precise(self.ctx, f"{self.ctx.cid.task.describe()} for the "
-                                                   "first probe")
+            if not self.full:  # the code's checks were the first pass's; its first calls
+                # still come before timing (compiling, or loading the compiled code)
+                self._first_calls()
+            elif self.train:
+                self._prepare_train()
+            else:
+                phases.check_output(self.ctx, self._output(), 0, "for the first probe")
+                for index in range(1, self._precise_points()):
+                    phases.check_output(self.ctx, self._output(index), index,
+                                        f"for probe {index}")
+                phases.check_precise(self.ctx, f"{self.ctx.cid.task.describe()} for the "
+                                               "first probe")
         checked = time.perf_counter()
         with spend("warmup"):
             self._warm_up(pin, pretouch)
@@ -281,12 +284,27 @@ class CaseRun:
         if ctx.precise:
             self._gradient()  # the seeded data fed again: the checked steps train on them
         phases.check_precise(ctx, "gradient at the start")
+        phases.check_steps(ctx, *self._checked_steps())
+
+    def _first_calls(self) -> None:
+        """A later pass's calls before timing, as the first pass made them (loss and gradient
+        and the checked steps, or the first probe's call), their results not judged again:
+        every function the implementation compiles is traced before timing, in every pass."""
+        if self.train:
+            self._gradient()
+            self._checked_steps()
+        else:
+            self._output()
+
+    def _checked_steps(self) -> tuple[p.Stepped, p.Stepped | None]:
+        """The workload's checked steps from the seeded start, untimed: the first, then the
+        rest (their first calls compile, or load the compiled code)."""
         first = self._ask(p.Steps(1))
-        steps = ctx.cid.workload.check_steps
+        steps = self.ctx.cid.workload.check_steps
         rest = self._ask(p.Steps(steps - 1)) if steps > 1 else None
-        phases.check_steps(ctx, first, rest)
         self.steps_sent = steps
         self.checked_step_s = list(first.times) + list(rest.times if rest else [])
+        return first, rest
 
     def _audit_call(self, round_no: int) -> int | None:
         """Training audits the state a round leaves; other kinds one call's output, chosen
@@ -353,10 +371,9 @@ class CaseRun:
         timeout = max(CALL_MIN_S, 20 * self.round_s * total)
         took, parts = 0.0, []
         for i, r in enumerate(numbers):
-            # a dropped round is the shape's steps_per_call calls (the worker was just
-            # resumed: its first call pays for cold caches, not a whole calibrated round)
-            calls = min(self.calls, self.steps_per_call or self.calls) if i < discard \
-                else self.calls
+            # a dropped round is one call (the worker was just resumed: its first call pays
+            # for cold caches, not a whole calibrated round)
+            calls = DROPPED_CALLS if i < discard else self.calls
             keys = self._keys(1, calls)
             self.round_calls[r] = calls
             began = time.perf_counter()  # the parent's own clock (audit.assert_clocks_agree)

@@ -18,7 +18,7 @@ from pytest_mlbench.workloads import data
 # within a pass by up to 15%, cache-bound compiled steps the most), and a case whose rounds
 # all fell in one turn carried that moment into its figure (vit's torch-jit, three rounds in
 # one turn: 5-6% between processes; in six turns: 2%, docs/GATE.md). Every turn costs a
-# dropped round (the shape's steps_per_call calls) and a move of the threads.
+# dropped round (one call) and a move of the threads.
 CYCLES = 6
 MIN_ROUNDS_PER_PROCESS = CYCLES  # one round in every cycle: a process's figure is the median
 AUDIT_EVERY = 50  # one audited round, and one more per this many

@@ -104,7 +104,9 @@ def test_each_round_gets_its_probe_keys_only_in_its_own_command() -> None:
     run._fetch = lambda numbers: None  # type: ignore[method-assign]  # the keys alone here
     run.turn(3)
     run.turn(2)
-    assert len(pool.keys) == 7 and all(len(k) == 1 and len(k[0]) == 3 for k in pool.keys)
+    # each turn's dropped round makes one call (case_run.DROPPED_CALLS), the others three
+    assert len(pool.keys) == 7 and all(len(k) == 1 for k in pool.keys)
+    assert [len(k[0]) for k in pool.keys] == [1, 3, 3, 3, 1, 3, 3]
     flat = [key for keys in pool.keys for key in keys[0]]
     assert len(set(flat)) == len(flat) and 0 not in flat
     assert [run.keys[r] for r in range(1, 8)] == [k[0] for k in pool.keys]
@@ -319,7 +321,7 @@ def test_a_pass_shares_its_rounds_out_evenly_over_its_turns(
     monkeypatch.setattr(campaign, "rounds_for", lambda r: rounds)
     taken: list[tuple[str, int]] = []
 
-    def turn(r: Any, count: int, cycle: int) -> None:
+    def turn(r: Any, count: int, cycle: int, last: bool = False) -> None:
         taken.append((r.side, count))
         r.seconds += [1.0] * count
 
@@ -452,11 +454,11 @@ def test_each_training_round_gets_the_batch_keys_of_its_own_steps_only() -> None
     run.data_secret, run.steps_sent = 7, 3  # after the 3 checked steps
     run.turn(2)
     keys = [k[0] for k in pool.keys]
-    assert len(keys) == 3 and all(len(k) == 2 for k in keys)
+    assert [len(k) for k in keys] == [1, 2, 2]  # the dropped round: one step
     flat = [key for k in keys for key in k]
     assert 0 not in flat and len(set(flat)) == len(flat)
     cid = run.ctx.cid
-    assert flat == [data.step_key(7, cid.workload, cid.shape, n) for n in range(4, 10)]
+    assert flat == [data.step_key(7, cid.workload, cid.shape, n) for n in range(4, 9)]
     assert [data.step_key(7, cid.workload, cid.shape, n) for n in (1, 2, 3)] == [0, 0, 0]
     assert data.step_key(8, cid.workload, cid.shape, 4) != flat[0]
 
@@ -528,19 +530,20 @@ def test_a_bare_loop_after_a_turn_is_replayed_by_the_next_rounds_audit() -> None
     (bare,) = pool.bare
     assert len(bare) == 2 and run.bare_s == [0.5]
     assert run.bare_before == {3: bare}  # rounds 1-2 the first turn, 3 the next one's first
-    assert run.steps_sent == 4 * 2 + 2  # two turns of a dropped and a recorded round, the loop
+    # two turns of a dropped round (one step) and a recorded one (two), the loop's two
+    assert run.steps_sent == 2 * (1 + 2) + 2
 
 
-def test_a_turns_dropped_round_makes_the_shapes_calls_not_a_calibrated_rounds() -> None:
-    """The round a turn drops (the worker just resumed) makes the shape's steps_per_call
-    calls; the recorded ones the calibrated count; an audit of the dropped round judges its
-    own calls (training: the steps its keys name)."""
+def test_a_turns_dropped_round_makes_one_call_not_a_calibrated_rounds() -> None:
+    """The round a turn drops (the worker just resumed) makes one call; the recorded ones the
+    calibrated count; an audit of the dropped round judges its own calls (training: the steps
+    its keys name)."""
     pool = FakePool()
     run = case_run(pool, calls=8)
     run.steps_per_call = 2
     run.turn(2)
-    assert [len(k[0]) for k in pool.keys] == [2, 8, 8]
-    assert run.round_calls == {1: 2, 2: 8, 3: 8} and run.steps_sent == 18
+    assert [len(k[0]) for k in pool.keys] == [1, 8, 8]
+    assert run.round_calls == {1: 1, 2: 8, 3: 8} and run.steps_sent == 17
 
 
 class Preparing(FakePool):
@@ -571,11 +574,15 @@ def test_a_later_pass_checks_what_a_fresh_process_can_change_and_not_the_code_ag
     monkeypatch.setattr(pipeline.phases, "check_start", lambda ctx, s: checked.append("start"))
     monkeypatch.setattr(pipeline.CaseRun, "_prepare_train",
                         lambda self: checked.append("gradient and steps"))
+    monkeypatch.setattr(pipeline.CaseRun, "_checked_steps",
+                        lambda self: checked.append("steps, not judged"))
+    monkeypatch.setattr(pipeline.CaseRun, "_gradient", lambda self, key=0: None)
     pool = Preparing()
     run = case_run(pool, calls=4)
     run.full, run.calibrated, run.round_s = full, not full, 0.04 if not full else 0.0
     run.prepare(1, pin=False)
-    assert checked == (["start", "gradient and steps"] if full else ["start"])
+    assert checked == (["start", "gradient and steps"] if full
+                       else ["start", "steps, not judged"])
     warm_ups = pool.asked.count("Round")
     assert warm_ups == 2 if not full else warm_ups >= 2
     assert run.calls == 4 or full
