@@ -139,7 +139,7 @@ def check_gradient(ctx: Context, found: Gradient, key: int = 0) -> None:
         assert_close(found.loss, loss, rtol=tol.rtol, atol=tol.atol,
                      where=f"{ctx.where} loss at the start{what[21:]}")
         assert_trees_close(found.grads, grads, rtol=tol.rtol, atol=tol.atol,
-                           where=f"{ctx.where} {what}: gradient of")
+                           where=f"{ctx.where} gradient{what[21:]} of")
 
     check_arithmetic(ctx, found.grads, grads, what, None, norm_wise, inputs=inputs)
 

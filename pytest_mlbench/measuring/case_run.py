@@ -421,8 +421,9 @@ class CaseRun:
         # per round, the slowest rank's: the rounds' own seconds and the work after them
         afters = [r.after or [] for r in reply]
         if all(len(a) == len(seconds) for a in afters):
-            self.afters += [max(col) for col in zip(*afters, strict=True)]
-            self.round_seconds += list(seconds[discard:])  # a full round's time
+            # full rounds only: a dropped round's one call leaves one call's work after it
+            self.afters += [max(col) for col in zip(*afters, strict=True)][discard:]
+            self.round_seconds += list(seconds[discard:])
             clock["after_s"] = float(np.median(self.afters))
             clock["round_median_s"] = float(np.median(self.round_seconds))
         clock["after_bounded"] = float(self.ctx.cid.device == "cpu")

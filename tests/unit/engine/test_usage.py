@@ -97,8 +97,11 @@ def test_a_thread_let_past_the_case_s_cores_is_found_and_named_new(
     finally:
         done.set()
         thread.join()
-    assert [w for w in found.widened if w.startswith(f"thread {thread.native_id} ")], found
-    assert list(found.widened.values()) == [sorted(confined)]
+    mine = [w for w in found.widened if w.startswith(f"thread {thread.native_id} ")]
+    assert mine, found
+    # only this thread's entry is asserted: the test session's own threads (its background
+    # sessions' lanes, a campaign's) are outside any case's cores too
+    assert found.widened[mine[0]] == sorted(confined)
     assert thread.native_id in found.new_threads
     assert found.children == {} and found.children_cpu == 0.0
 

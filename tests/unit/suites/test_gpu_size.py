@@ -180,7 +180,9 @@ def test_the_vit_count_is_the_rules_less_its_per_token_head_and_patch_gradient()
 # -- selection: a GPU size on a CPU skips, naming how to force it --------------------------------
 
 def gpu_cases(**raw: str) -> list[Any]:
-    settings = build_settings({"size": "gpu", "frameworks": "torch,jax", "workers": "1", **raw},
+    # the modes every torch and JAX install has (torch's xla needs torch_xla: its own job)
+    settings = build_settings({"size": "gpu", "frameworks": "torch,jax", "workers": "1",
+                               "variants": "eager,jit", **raw},
                               option_table())
     workloads = (catalogue.load_workload(SUITES / "gpt"), catalogue.load_workload(SUITES / "mlp"))
     cases = list(enumerate_cases(workloads, settings, frameworks.BUILTIN))
