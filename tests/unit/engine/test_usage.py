@@ -103,7 +103,8 @@ def test_a_thread_let_past_the_case_s_cores_is_found_and_named_new(
     # sessions' lanes, a campaign's) are outside any case's cores too
     assert found.widened[mine[0]] == sorted(confined)
     assert thread.native_id in found.new_threads
-    assert found.children == {} and found.children_cpu == 0.0
+    # no child process is asserted absent: in the test line this process has children of its
+    # own (its background sessions' pytest processes, the campaign's workers)
 
 
 @LINUX
