@@ -133,13 +133,14 @@ def check_gradient(ctx: Context, found: Gradient, key: int = 0) -> None:
     inputs = data.batch(ctx.cid.workload, ctx.cid.shape, ctx.inputs, key)
     loss, grads = ctx.reference.loss_and_grad(ctx.params, inputs)
     tol = ctx.tol.grad
-    what = "gradient at the start" + (f" on batch {key}" if key else "")
+    batch = f" on batch {key}" if key else ""
+    what = f"gradient at the start{batch}"
 
     def norm_wise() -> None:
         assert_close(found.loss, loss, rtol=tol.rtol, atol=tol.atol,
-                     where=f"{ctx.where} loss at the start{what[21:]}")
+                     where=f"{ctx.where} loss at the start{batch}")
         assert_trees_close(found.grads, grads, rtol=tol.rtol, atol=tol.atol,
-                           where=f"{ctx.where} gradient{what[21:]} of")
+                           where=f"{ctx.where} gradient{batch} of")
 
     check_arithmetic(ctx, found.grads, grads, what, None, norm_wise, inputs=inputs)
 
