@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -189,6 +190,52 @@ def _flat_steps(states: Mapping[int, State]) -> dict[int, np.ndarray]:
     return {step: _flat(params) for step, (params, _) in states.items()}
 
 
+@dataclass(frozen=True)
+class Clock:
+    """A pass's timed turns on the parent's clock beside the worker's account of them, which
+    assert_clocks_agree judges: one value, replaced by a new one after each turn. A saved run
+    keeps it in ``checks.clocks`` under the keys it always had (``to_record``); ``from_record``
+    reads those back, older runs' missing keys as those runs' readers did."""
+
+    parent_s: float = 0.0  # the turns' round commands, on the parent's clock
+    worker_s: float = 0.0  # the same commands' spans on the worker's clock (slowest rank's)
+    timed_s: float = 0.0  # the timed rounds' own seconds, each rank's own summed (the most)
+    turns: int = 0
+    rounds: int = 0  # rounds run in them, dropped ones too
+    commands: int = 0  # Round commands they took (one a round)
+    # the worker's clock between the rounds of one command: none since a command holds one
+    # round (protocol 7); older runs kept what their multi-round commands put there
+    between_s: float = 0.0
+    outside_s: float = 0.0  # the rounds' own readings against the readings around them
+    round_work_s: float = 0.0  # the harness's work between two rounds, as the parent does it
+    after_s: float = 0.0  # the median full round's CPU after its clock (every rank's most)
+    round_median_s: float | None = None  # the median full round's seconds (None: none read)
+    after_bounded: bool | None = None  # ``after_s`` judged: a CPU case (None: no turn yet)
+    cores_ratio: float | None = None  # the most cores a round used over the case's threads
+    held_new: int | None = None  # the most threads and processes a turn held new
+    not_judged: str | None = None  # why the clocks were recorded and not judged
+
+    def to_record(self) -> dict[str, Any]:
+        """The record's ``checks.clocks`` entry: every reading made (None: not made, left out),
+        ``after_bounded`` as the 1.0 or 0.0 a saved run holds."""
+        found = {f.name: getattr(self, f.name) for f in fields(self)
+                 if getattr(self, f.name) is not None}
+        if self.after_bounded is not None:
+            found["after_bounded"] = float(self.after_bounded)
+        return found
+
+    @classmethod
+    def from_record(cls, entry: Mapping[str, Any]) -> Clock:
+        """A saved run's ``checks.clocks`` entry; a key an older run lacks reads as its
+        readers read it then (no further commands, no gaps between rounds, nothing after)."""
+        turns = int(entry.get("turns", 0))
+        found = {f.name: entry[f.name] for f in fields(cls) if f.name in entry}
+        return cls(**{**found, "turns": turns, "rounds": int(entry.get("rounds", 0)),
+                      "commands": int(entry.get("commands", turns)),
+                      **({"after_bounded": bool(entry["after_bounded"])}
+                         if "after_bounded" in entry else {})})
+
+
 # the parent's clock against the worker's (case_run.CaseRun.turn): each turn's command as the
 # parent timed it, and as the worker's own clock (the one its rounds are timed with) spanned
 # it. Honest, they differ by the messages' transport and the threads' move to the timed
@@ -205,23 +252,21 @@ CLOCK_SLACK_S = 0.05
 COMMAND_SLACK_S = 0.005
 
 
-def clock_floor(clock: Mapping[str, float]) -> float:
+def clock_floor(clock: Clock) -> float:
     """The least the worker's clock may show for its round commands (assert_clocks_agree)."""
-    turns = int(clock["turns"])
-    further = max(int(clock.get("commands", turns)) - turns, 0)
-    return (CLOCK_SHARE * clock["parent_s"] - CLOCK_SLACK_S * turns
+    further = max(clock.commands - clock.turns, 0)
+    return (CLOCK_SHARE * clock.parent_s - CLOCK_SLACK_S * clock.turns
             - COMMAND_SLACK_S * further)
 
 
-def assert_clocks_agree(clock: Mapping[str, float], *, where: str) -> None:
+def assert_clocks_agree(clock: Clock, *, where: str) -> None:
     """The worker's clock ran with the parent's: over a pass, the span of its round commands
     on its own clock is at least CLOCK_SHARE of the parent's time for them, less
     CLOCK_SLACK_S a turn, and its timed rounds fit inside that span. A worker whose clock
     was replaced (time.perf_counter, or the attribute the runner reads) to report less
     fails here."""
-    parent, worker, timed = clock["parent_s"], clock["worker_s"], clock["timed_s"]
-    turns = int(clock["turns"])
-    further = max(int(clock.get("commands", turns)) - turns, 0)
+    parent, worker, timed, turns = clock.parent_s, clock.worker_s, clock.timed_s, clock.turns
+    further = max(clock.commands - turns, 0)
     floor = clock_floor(clock)
     if worker < floor:
         commands = (f" and {COMMAND_SLACK_S:g} s for each of {further} further round "
@@ -249,27 +294,26 @@ BETWEEN_SHARE = 0.25
 OUTSIDE_SHARE = 0.02
 
 
-def between_allowed(clock: Mapping[str, float]) -> float:
+def between_allowed(clock: Clock) -> float:
     """What the worker's clock may put between the rounds of one command (its gaps: a
     turn's commands are timed apart): the harness's work there, as the parent does it."""
-    turns = int(clock["turns"])
-    rounds = max(int(clock.get("rounds", 0)) - int(clock.get("commands", turns)), 0)
-    return (ROUND_WORK_TIMES * rounds * clock.get("round_work_s", 0.0)
-            + CLOCK_SLACK_S * turns + BETWEEN_SHARE * clock["parent_s"])
+    gaps = max(clock.rounds - clock.commands, 0)
+    return (ROUND_WORK_TIMES * gaps * clock.round_work_s
+            + CLOCK_SLACK_S * clock.turns + BETWEEN_SHARE * clock.parent_s)
 
 
-def assert_rounds_fit(clock: Mapping[str, float], *, where: str) -> None:
+def assert_rounds_fit(clock: Clock, *, where: str) -> None:
     """A clock consistent with itself but moving time out of the rounds fails: each round's
     reported seconds match the readings the worker took around it (one clock read by every
     caller alike), and the time between rounds is what the harness's work there costs."""
-    parent, turns = clock["parent_s"], int(clock["turns"])
-    outside, between = clock.get("outside_s", 0.0), clock.get("between_s", 0.0)
+    parent, turns = clock.parent_s, clock.turns
+    outside, between = clock.outside_s, clock.between_s
     if abs(outside) > OUTSIDE_SHARE * parent + CLOCK_SLACK_S * turns:
         raise AssertionError(
             f"{where}: the worker's rounds were timed at {abs(outside):.4g} s more or less "
             f"than its readings around them show ({parent:.4g} s on the parent's clock): the "
             "clock the rounds are timed with is not the one around them")
-    rounds = max(int(clock.get("rounds", 0)) - int(clock.get("commands", turns)), 0)
+    rounds = max(clock.rounds - clock.commands, 0)
     allowed = between_allowed(clock)
     if between > allowed:
         raise AssertionError(
@@ -289,13 +333,13 @@ AFTER_SHARE = 0.10
 AFTER_SLACK_S = 0.001
 
 
-def after_allowed(clock: Mapping[str, float]) -> float:
+def after_allowed(clock: Clock) -> float:
     """The CPU the worker may spend after a median round's clock (assert_after_fits)."""
-    return (ROUND_WORK_TIMES * clock.get("round_work_s", 0.0) + AFTER_SLACK_S
-            + AFTER_SHARE * clock["round_median_s"])
+    return (ROUND_WORK_TIMES * clock.round_work_s + AFTER_SLACK_S
+            + AFTER_SHARE * (clock.round_median_s or 0.0))
 
 
-def assert_after_fits(clock: Mapping[str, float], *, where: str) -> None:
+def assert_after_fits(clock: Clock, *, where: str) -> None:
     """Work moved after a round's clock shows (the worker's CPU time there, every thread's,
     which a busy host's preemption does not inflate): a result that is the framework's own
     synchronised array owes no work, so what the worker does between a round's clock and
@@ -303,9 +347,9 @@ def assert_after_fits(clock: Mapping[str, float], *, where: str) -> None:
     parent's digest of the same results costs. A result finished late (a thread still
     writing the arrays, the copy hooked to do the step's rest) fails. Judged where the
     parent can replicate that work: a case on the CPU (``after_bounded``)."""
-    if not clock.get("after_bounded") or "round_median_s" not in clock:
+    after, round_s = clock.after_s, clock.round_median_s
+    if not judged_after(clock) or round_s is None:
         return
-    after, round_s = clock.get("after_s", 0.0), clock["round_median_s"]
     allowed = after_allowed(clock)
     if after > allowed:
         raise AssertionError(
@@ -313,3 +357,9 @@ def assert_after_fits(clock: Mapping[str, float], *, where: str) -> None:
             f"had stopped, where copying and digesting its results allows {allowed:.4g} s (the "
             f"round took {round_s:.4g} s): work was moved after the clock (a result is done "
             "when the framework's sync returns; nothing may finish it later)")
+
+
+def judged_after(clock: Clock) -> bool:
+    """Whether assert_after_fits judges ``clock``: a CPU case whose full rounds' work after
+    their clock was read."""
+    return bool(clock.after_bounded) and clock.round_median_s is not None

@@ -21,16 +21,16 @@ from pytest_mlbench.checking import arithmetic, audit
 Margin = tuple[str, float]  # (check, statistic over what it allows: fails above 1.0)
 
 
-def of_clock(clock: Mapping[str, Any]) -> Iterator[Margin]:
+def of_clock(clock: audit.Clock) -> Iterator[Margin]:
     """One pass's clock: the worker's clock against the parent's, the time between rounds
     and the CPU after a round's clock (where each is judged)."""
-    if clock.get("not_judged") or not clock.get("turns"):
+    if clock.not_judged or not clock.turns:
         return
-    floor, worker = audit.clock_floor(clock), float(clock["worker_s"])
+    floor, worker = audit.clock_floor(clock), clock.worker_s
     yield "clocks agree", floor / worker if worker > 0 else math.inf
-    yield "between rounds", float(clock.get("between_s", 0.0)) / audit.between_allowed(clock)
-    if clock.get("after_bounded") and "round_median_s" in clock:
-        yield "after the clock", float(clock.get("after_s", 0.0)) / audit.after_allowed(clock)
+    yield "between rounds", clock.between_s / audit.between_allowed(clock)
+    if audit.judged_after(clock):
+        yield "after the clock", clock.after_s / audit.after_allowed(clock)
 
 
 def of_arithmetic(what: str, entry: Mapping[str, Any], dtype: str) -> Iterator[Margin]:
@@ -51,7 +51,7 @@ def of_record(record: Mapping[str, Any], plausible: float) -> Iterator[Margin]:
     ``plausible``: the margin GFLOP/s may exceed the peak by (outcome.PLAUSIBLE_MARGIN)."""
     checks, measure = record.get("checks") or {}, record.get("measure") or {}
     for clock in checks.get("clocks") or []:
-        yield from of_clock(clock)
+        yield from of_clock(audit.Clock.from_record(clock))
     dtype = (record.get("identity") or {}).get("dtype", "")
     for what, entry in (checks.get("arithmetic") or {}).items():
         yield from of_arithmetic(what, entry, dtype)

@@ -94,7 +94,7 @@ class PassFacts:
     uncounted_rounds: tuple[int, ...]  # audited rounds whose step count could not be read
     audit_secret: int
     data_secret: int  # training: the pass's, which drew every timed step's batch
-    clock: dict[str, Any]  # the parent's clock beside the worker's (audit.assert_clocks_agree)
+    clock: audit.Clock  # the parent's clock beside the worker's (audit.assert_clocks_agree)
     compiles: dict[str, int]
     census: Any
     arithmetic: dict[str, dict[str, Any]]  # phases.check_arithmetic's findings
@@ -150,10 +150,7 @@ class CaseRun:
     # trajectory; like ``secret`` never sent to a worker, only each round's steps' keys
     data_secret: int = field(default_factory=lambda: secrets.randbits(63))
     steps_sent: int = 0  # training steps whose batch keys the worker was sent (or checked)
-    clock: dict[str, Any] = field(default_factory=lambda: {
-        "parent_s": 0.0, "worker_s": 0.0, "timed_s": 0.0, "turns": 0, "rounds": 0,
-        "commands": 0,
-        "between_s": 0.0, "outside_s": 0.0, "round_work_s": 0.0, "after_s": 0.0})
+    clock: audit.Clock = field(default_factory=audit.Clock)
 
     @property
     def train(self) -> bool:
@@ -406,27 +403,26 @@ class CaseRun:
         """The turn on the parent's clock beside the worker's account of it (``commands``:
         the Round commands it took, each a message there and back)."""
         clock = self.clock
-        clock["commands"] += commands
-        clock["parent_s"] += took
-        clock["worker_s"] += max(float(r.span) for r in reply)
-        # each worker's own rounds, which fit its own span: the rounds' maxima over a
-        # parallel case's ranks (``seconds``) may add up to more than any one rank's span
-        # when the ranks enter their rounds a little apart (a dp-w2 case on a busy host
-        # summed 0.2218 s of maxima against 0.2093 s of span, read as a clock going back)
-        clock["timed_s"] += max(float(sum(r.seconds)) for r in reply)
-        clock["turns"] += 1
-        clock["rounds"] += len(seconds)
-        clock["between_s"] += max(float(r.between) for r in reply)
-        clock["outside_s"] += max(float(r.outside) for r in reply)
         # per round, the slowest rank's: the rounds' own seconds and the work after them
         afters = [r.after or [] for r in reply]
         if all(len(a) == len(seconds) for a in afters):
             # full rounds only: a dropped round's one call leaves one call's work after it
             self.afters += [max(col) for col in zip(*afters, strict=True)][discard:]
             self.round_seconds += list(seconds[discard:])
-            clock["after_s"] = float(np.median(self.afters))
-            clock["round_median_s"] = float(np.median(self.round_seconds))
-        clock["after_bounded"] = float(self.ctx.cid.device == "cpu")
+            clock = replace(clock, after_s=float(np.median(self.afters)),
+                            round_median_s=float(np.median(self.round_seconds)))
+        self.clock = replace(
+            clock, commands=clock.commands + commands, parent_s=clock.parent_s + took,
+            worker_s=clock.worker_s + max(float(r.span) for r in reply),
+            # each worker's own rounds, which fit its own span: the rounds' maxima over a
+            # parallel case's ranks (``seconds``) may add up to more than any one rank's span
+            # when the ranks enter their rounds a little apart (a dp-w2 case on a busy host
+            # summed 0.2218 s of maxima against 0.2093 s of span, read as a clock going back)
+            timed_s=clock.timed_s + max(float(sum(r.seconds)) for r in reply),
+            turns=clock.turns + 1, rounds=clock.rounds + len(seconds),
+            between_s=clock.between_s + max(float(r.between) for r in reply),
+            outside_s=clock.outside_s + max(float(r.outside) for r in reply),
+            after_bounded=self.ctx.cid.device == "cpu")
 
     def _judge_cores(self, reply: Sequence[p.RoundsRan], numbers: Sequence[int]) -> None:
         """The turn's cores used and the controls its workers hold (checking/cores.py);
@@ -435,11 +431,11 @@ class CaseRun:
         charge("cores", max(r.usage_s for r in reply), instead_of="turns")
         ratio = cores.assert_turn(reply, numbers, threads=self.expected_threads(),
                                   device=self.ctx.cid.device, where=self.ctx.where)
-        clock = self.clock
-        clock["cores_ratio"] = max(float(clock.get("cores_ratio", 0.0)), ratio)
         held = max(len(r.usage.new_threads) + len(r.usage.new_processes) if r.usage else 0
                    for r in reply)
-        clock["held_new"] = max(int(clock.get("held_new", 0)), held)
+        clock = self.clock
+        self.clock = replace(clock, cores_ratio=max(clock.cores_ratio or 0.0, ratio),
+                             held_new=max(clock.held_new or 0, held))
 
     def bare_loop(self) -> None:
         """The built step in a plain loop, right after a turn (the worker warm, alone on the
@@ -550,7 +546,7 @@ class CaseRun:
             audited_rounds=tuple(sorted(r for r in self.audits if r <= self.rounds_done)),
             uncounted_rounds=tuple(uncounted), audit_secret=self.secret,
             data_secret=self.data_secret,
-            clock=dict(self.clock), compiles=done.compiles, census=done.census,
+            clock=self.clock, compiles=done.compiles, census=done.census,
             arithmetic=dict(self.ctx.arithmetic), resident=done.resident,
             collectives=done.collectives,
             compile_s=self.compile_s if self.full else None,
@@ -590,7 +586,7 @@ class CaseRun:
             # nothing is timed or reported, and the parent's clock is not the turn's alone:
             # its other threads run tests and jobs beside it (a turn of 12 ms on the worker's
             # clock took 391 ms on the parent's in a loaded test line)
-            self.clock["not_judged"] = "a session that times nothing"
+            self.clock = replace(self.clock, not_judged="a session that times nothing")
         return uncounted
 
     def _timing(self) -> PassTiming | None:
@@ -613,7 +609,7 @@ class CaseRun:
             began = time.perf_counter()
             phases.probe_of(self.ctx, self.keys[r][call])
             work = (digest_s + time.perf_counter() - began) * self.calls
-        self.clock["round_work_s"] = max(self.clock["round_work_s"], work)
+        self.clock = replace(self.clock, round_work_s=max(self.clock.round_work_s, work))
 
     def _count_final(self, uncounted: list[int]) -> None:
         """Training: the state the pass's last round left, counted from the seeded start

@@ -66,7 +66,7 @@ class CaseState:
         checks.setdefault("uncounted_rounds", []).append(list(facts.uncounted_rounds))
         checks.setdefault("audit_secrets", []).append(facts.audit_secret)
         checks.setdefault("data_secrets", []).append(facts.data_secret)
-        checks.setdefault("clocks", []).append(dict(facts.clock))
+        checks.setdefault("clocks", []).append(facts.clock.to_record())
         checks["compiles"] = facts.compiles
         checks["census"] = facts.census
         checks["arithmetic"] = dict(facts.arithmetic)  # phases.check_arithmetic

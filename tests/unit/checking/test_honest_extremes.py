@@ -10,6 +10,7 @@ come from tools/precision_sweep.py (docs/MEASURING.md), the float64-forward chea
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,8 @@ def worst(check: str) -> tuple[float, dict[str, Any], Any]:
     """The honest record with the largest margin of ``check``, and the part judged."""
     found = []
     for record in records():
-        for clock in record["checks"]["clocks"]:
+        for entry in record["checks"]["clocks"]:
+            clock = audit.Clock.from_record(entry)
             found += [(v, record, clock) for c, v in margins.of_clock(clock) if c == check]
         for what, entry in record["checks"]["arithmetic"].items():
             found += [(v, record, entry) for c, v in
@@ -53,14 +55,14 @@ def test_every_honest_case_of_the_main_job_passes_every_thresholded_check() -> N
 def test_the_clocks_pass_at_their_worst_and_fail_just_past_it() -> None:
     margin, record, clock = worst("after the clock")
     audit.assert_after_fits(clock, where="honest")
-    pushed = {**clock, "after_s": audit.after_allowed(clock) * 1.01}
+    pushed = replace(clock, after_s=audit.after_allowed(clock) * 1.01)
     with pytest.raises(AssertionError, match="work was moved after the clock"):
         audit.assert_after_fits(pushed, where="pushed")
     margin, record, clock = worst("clocks agree")
     audit.assert_clocks_agree(clock, where="honest")
     with pytest.raises(AssertionError, match="the worker's clock disagrees"):
-        audit.assert_clocks_agree({**clock, "worker_s": audit.clock_floor(clock) * 0.99,
-                                   "timed_s": 0.0}, where="pushed")
+        audit.assert_clocks_agree(replace(clock, worker_s=audit.clock_floor(clock) * 0.99,
+                                          timed_s=0.0), where="pushed")
 
 
 def test_the_precision_statistics_pass_at_their_worst_and_fail_just_past_them() -> None:
@@ -109,3 +111,18 @@ def test_a_float64_forward_at_its_most_honest_looking_fails_too_precise(where: s
     points = [(Statistic(16512, 0.4, ratio * IDEAL.error), IDEAL)] * arithmetic.PRECISE_POINTS
     with pytest.raises(AssertionError, match="part of the arithmetic ran in float64"):
         arithmetic.assert_not_more_precise(points, "float32", where=where)
+
+
+def test_a_saved_runs_clocks_read_back_as_they_were_written() -> None:
+    """audit.Clock is what the checks read; a saved run keeps it under the keys it always had,
+    and every pass's entry of the committed baseline reads back to the same entry, key order
+    and types (``after_bounded`` as 1.0 or 0.0) included."""
+    for record in records():
+        for entry in record["checks"]["clocks"]:
+            back = audit.Clock.from_record(entry).to_record()
+            assert back == entry and list(back) == list(entry), (back, entry)
+            assert [type(v) for v in back.values()] == [type(v) for v in entry.values()]
+    fresh = audit.Clock(turns=2, commands=6, after_bounded=True, not_judged="why").to_record()
+    assert fresh["after_bounded"] == 1.0 and "round_median_s" not in fresh
+    assert audit.Clock.from_record({"parent_s": 1.0, "worker_s": 1.0, "timed_s": 0.5,
+                                    "turns": 3}).commands == 3  # before ``commands`` was kept

@@ -409,18 +409,18 @@ def test_a_round_result_is_made_numpy_only_from_the_frameworks_own_types() -> No
 def test_the_worker_clock_must_cover_half_the_parents_time_less_a_slack_a_turn() -> None:
     from pytest_mlbench.checking import audit
 
-    honest = {"parent_s": 2.0, "worker_s": 1.9, "timed_s": 1.5, "turns": 12}
+    honest = audit.Clock(parent_s=2.0, worker_s=1.9, timed_s=1.5, turns=12, commands=12)
     audit.assert_clocks_agree(honest, where="fake")
-    stalled = {"parent_s": 0.3, "worker_s": 0.01, "timed_s": 0.005, "turns": 12}
+    stalled = audit.Clock(parent_s=0.3, worker_s=0.01, timed_s=0.005, turns=12, commands=12)
     audit.assert_clocks_agree(stalled, where="fake")  # a busy host: within the slack
-    quarter = {"parent_s": 2.0, "worker_s": 0.5, "timed_s": 0.4, "turns": 4}
+    quarter = audit.Clock(parent_s=2.0, worker_s=0.5, timed_s=0.4, turns=4, commands=4)
     with pytest.raises(AssertionError, match="the worker's clock disagrees with the parent's"):
         audit.assert_clocks_agree(quarter, where="fake")
     # a turn is one command a round: each further command's message there and back is
     # allowed for (a few milliseconds), not a whole turn's slack
-    chatty = {"parent_s": 0.6, "worker_s": 0.05, "timed_s": 0.04, "turns": 2, "commands": 200}
+    chatty = audit.Clock(parent_s=0.6, worker_s=0.05, timed_s=0.04, turns=2, commands=200)
     audit.assert_clocks_agree(chatty, where="fake")
-    quarter_chatty = {**quarter, "commands": 40}
+    quarter_chatty = replace(quarter, commands=40)
     with pytest.raises(AssertionError, match=r"0.005 s for each of 36 further round command"):
         audit.assert_clocks_agree(quarter_chatty, where="fake")
 
@@ -436,7 +436,7 @@ def test_ranks_entering_their_rounds_apart_are_not_read_as_a_clock_going_back() 
 
     apart = case_run(FakePool())
     apart._clocked(0.25, [rank([0.10, 0.05], 0.16), rank([0.05, 0.10], 0.16)], [0.10, 0.10])
-    assert apart.clock["timed_s"] == pytest.approx(0.15)  # each rank's own, not 0.20
+    assert apart.clock.timed_s == pytest.approx(0.15)  # each rank's own, not 0.20
     audit.assert_clocks_agree(apart.clock, where="fake")
     back = case_run(FakePool())
     back._clocked(0.25, [rank([0.10, 0.10], 0.16)], [0.10, 0.10])

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from pytest_mlbench.checking import audit
 from pytest_mlbench.engine import protocol as p
 from pytest_mlbench.measuring.case_run import PassFacts, PassTiming, RecordedRound, agree
 from pytest_mlbench.measuring.outcome import CaseState, outcome_of
@@ -40,7 +41,7 @@ def _facts(full: bool, seconds: list[float], cycles: list[int], **kw: Any) -> Pa
         pinned={"pinned": False}, heap={"pretouched": True},
         timing=PassTiming(rounds, 3.0) if rounds else None, audited_rounds=(1,),
         uncounted_rounds=(), audit_secret=7 if full else 8, data_secret=9 if full else 10,
-        clock={"turns": 1.0},
+        clock=audit.Clock(turns=1),
         compiles={"timing": 0}, census={"w": 3}, arithmetic={},
         compile_s=0.5 if full else None, first_call_s=0.01 if full else None,
         peak_memory=(1024, "step") if full else None)
