@@ -42,33 +42,36 @@ NOTHING_READ = p.TurnUsage(span=0.0, children_cpu=0.0, children={}, widened={}, 
                            controls={}, set_while_timed={}, new_threads={}, new_processes={})
 
 
-def cores_used(ran: p.RoundsRan, usage: p.TurnUsage) -> list[tuple[float, float, float]]:
+def cores_used(rounds: Sequence[p.RoundRan],
+               usage: p.TurnUsage) -> list[tuple[float, float, float]]:
     """Per round of one worker's turn: the cores its threads used (CPU time over the wall time
     it was read over), those its child processes used over the turn (live and reaped, over
     the turn's span: a child's CPU is read as a turn begins and ends, not per round), and
-    that wall time."""
-    if not ran.cpu or not ran.cpu_wall or len(ran.cpu) != len(ran.cpu_wall):
-        return []
+    that wall time; nothing where a round's were not read."""
     children = usage.children_cpu / usage.span if usage.span > 0 else 0.0
-    return [(cpu / max(float(wall), 1e-9), children, float(wall))
-            for cpu, wall in zip(ran.cpu, ran.cpu_wall, strict=True)]
+    found = []
+    for r in rounds:
+        if r.cpu is None or r.cpu_wall is None:
+            return []
+        found.append((r.cpu / max(float(r.cpu_wall), 1e-9), children, float(r.cpu_wall)))
+    return found
 
 
-def assert_turn(replies: Sequence[p.RoundsRan], numbers: Sequence[int], *, threads: int,
-                device: str, where: str) -> float:
-    """Every rank's turn (rounds ``numbers``, its rounds joined in one reply a rank, the last
-    round's ``usage`` the turn's) within the case's ``threads`` and the session's controls;
-    returns the largest ratio of cores used to ``threads`` over its rounds."""
+def assert_turn(ranks: Sequence[Sequence[p.RoundRan]], numbers: Sequence[int], *,
+                threads: int, device: str, where: str) -> float:
+    """Every rank's turn (its replies to the rounds ``numbers``, the last round's ``usage``
+    the turn's) within the case's ``threads`` and the session's controls; returns the
+    largest ratio of cores used to ``threads`` over its rounds."""
     worst = 0.0
-    for rank, ran in enumerate(replies):
-        usage = ran.usage or NOTHING_READ
-        used = cores_used(ran, usage)
+    for rank, rounds in enumerate(ranks):
+        usage = rounds[-1].usage or NOTHING_READ
+        used = cores_used(rounds, usage)
         found = [_cores(used, usage, numbers, threads)] if device == "cpu" else []
         found += _held(usage, threads)
         problems = [f for f in found if f]
         if problems:
             named = _named(usage)
-            label = f" (rank {rank})" if len(replies) > 1 else ""
+            label = f" (rank {rank})" if len(ranks) > 1 else ""
             raise AssertionError(f"{where}{label} timed turn of rounds {numbers[0]}-"
                                  f"{numbers[-1]}: " + "; ".join([*problems, *named]))
         worst = max([worst, *((t + c) / threads for t, c, _ in used)])

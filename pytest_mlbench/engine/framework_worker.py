@@ -196,12 +196,12 @@ class FrameworkWorker:
 
     # -- a case's commands that the worker does more than pass on -------------------------------
 
-    def round(self, case: CaseServer, command: p.Round) -> p.RoundsRan:
+    def round(self, case: CaseServer, command: p.Round) -> p.RoundRan:
         if self.pinned.get("pinned"):
             return self._turn_round(case, command)
         return self._on_timed_cores(lambda: self._turn_round(case, command))
 
-    def _turn_round(self, case: CaseServer, command: p.Round) -> p.RoundsRan:
+    def _turn_round(self, case: CaseServer, command: p.Round) -> p.RoundRan:
         """A turn's first round (one that does not follow) begins the turn's reading of
         child processes and threads (usage.Turn), on the case's cores, before its clock;
         the round that ``ends`` the turn reads what it used after its clock, still there,
@@ -212,7 +212,7 @@ class FrameworkWorker:
         if not command.follows:
             turn.begin()
         read_s = time.perf_counter() - began
-        ran = run_rounds(case, command)
+        ran = run_round(case, command)
         if not command.ends:
             return replace(ran, usage_s=ran.usage_s + read_s)
         began = time.perf_counter()
@@ -226,10 +226,10 @@ class FrameworkWorker:
             return case.bare_loop(command.keys)
         return self._on_timed_cores(lambda: case.bare_loop(command.keys))
 
-    def learn(self, case: CaseServer, command: p.Learn) -> p.RoundsRan:
+    def learn(self, case: CaseServer, command: p.Learn) -> p.RoundRan:
         """A first warm-up round: the threads it busies get pinned (training repeats a loss
         and gradient after it, not the round: CaseServer.rehearsal)."""
-        return self.learn_and_pin(lambda: run_rounds(case, command.round), command.pin,
+        return self.learn_and_pin(lambda: run_round(case, command.round), command.pin,
                                   case.rehearsal())
 
     def _open(self, spec: dict[str, Any]) -> int:
@@ -256,9 +256,9 @@ class FrameworkWorker:
         self.cases.clear()
 
 
-def run_rounds(case: CaseServer, command: p.Round) -> p.RoundsRan:
+def run_round(case: CaseServer, command: p.Round) -> p.RoundRan:
     """The one place a Round's fields reach CaseServer.round (Round and Learn both)."""
-    return case.round(command.rounds, command.calls, command.keys, command.follows)
+    return case.round(command.calls, command.keys, command.follows)
 
 
 def build(rank: int, world: int, config: dict[str, Any]) -> FrameworkWorker:

@@ -36,13 +36,12 @@ from multiprocessing.connection import Connection, wait
 from typing import Any, Protocol
 
 from pytest_mlbench.engine import leftovers, wire
+from pytest_mlbench.engine.protocol import PROTOCOL
 
 # seconds a worker gets to leave by itself after "stop" before it is terminated, then killed
 STOP_GRACE_S = 5.0
 # seconds the other ranks get to answer once one rank reported a failure
 FAILED_GRACE_S = 20.0
-PROTOCOL = 10  # bumped when commands change (engine/protocol.py): an A/B worker of another
-# revision must match
 STDERR_TAIL = 12  # lines of a worker's stderr kept to show when it dies
 STDERR_KEPT = 400  # lines kept to find a hung worker's stack in (every thread's, by faulthandler)
 STACK_WAIT_S = 3.0  # how long a hung worker gets to write its stack once asked (SIGUSR1)

@@ -5,18 +5,23 @@ answers each with one reply; both are frozen dataclasses, pickled across the pip
 that concerns a case is wrapped in ``OnCase`` with the case's handle, and its result comes
 back wrapped in what became of it: ``Ok`` (the reply), ``Skipped``, ``Failed`` or
 ``Raised``. Every case command names its reply's type (``CaseCommand[R]``), so
-``FrameworkPool.case(handle, Round(...))`` is a ``list[RoundReply]`` to mypy: a new fact a
+``FrameworkPool.case(handle, Round(...))`` is a ``list[RoundRan]`` to mypy: a new fact a
 worker reports is one field here, where the worker makes it, and where the parent reads it.
 
 Replies hold NumPy arrays and plain Python values (dicts of arrays: parameters, optimizer
 state, gradients, as ``{"params": ..., "state": ...}`` snapshots), never a framework's own
-objects. The two sides of an A/B session must run the same protocol (launcher.PROTOCOL).
+objects. The two sides of an A/B session must run the same protocol (``PROTOCOL``, which a
+worker's hello reports: launcher.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, Generic, TypeVar
+
+# bumped when a command or reply changes: an A/B worker of another revision must match
+# (11: a Round is one round, its reply a RoundRan)
+PROTOCOL = 11
 
 Arrays = dict[str, Any]  # name -> NumPy array
 Snapshot = dict[str, Arrays]  # {"params": ..., "state": ...}, NumPy copies
@@ -112,30 +117,29 @@ class TurnUsage:
 
 
 @dataclass(frozen=True)
-class RoundsRan:
-    """Timed rounds: per round its seconds, the worker's serial number, the digest of its
-    kept result, its page faults and the runner's step count after it; for the command, the
-    heap's re-pre-touch (None when nothing changed it) and the worker's own clock: the whole
-    command (``span``), the harness's work between rounds, what readings left out, and its
-    work after each round's clock (``after``, per round, in the process's CPU seconds: the host
-    copies and digests of its results)."""
+class RoundRan:
+    """A timed round: its seconds, the worker's serial number for it, the digest of its kept
+    result, its page faults and the runner's step count after it; the heap's re-pre-touch
+    before it (None when nothing changed it) and the worker's own clock: the whole command
+    (``span``), what the round's readings left out of the readings around them, and its work
+    after the round's clock (``after``, in the process's CPU seconds: the host copies and
+    digests of its results)."""
 
-    seconds: list[float]
-    serials: list[int]
-    digests: list[Any]
-    faults: list[int]
-    steps: list[int]
+    seconds: float
+    serial: int
+    digest: Any
+    faults: int
+    steps: int | None  # None: a reply that keeps no count
     pretouched: dict[str, Any] | None
     span: float
-    between: float
     outside: float
-    after: list[float] | None = None
-    # per round, the process's CPU seconds over every thread of the worker, read just before
-    # its clock started and just after it stopped, and the wall seconds between those two
+    after: float | None = None
+    # the process's CPU seconds over every thread of the worker, read just before the
+    # round's clock started and just after it stopped, and the wall seconds between those two
     # clock readings (its guard's entry and exit included, which ``seconds`` leaves out);
     # ``usage_s``: what the readings added cost the command (checking/cores.py)
-    cpu: list[float] | None = None
-    cpu_wall: list[float] | None = None
+    cpu: float | None = None
+    cpu_wall: float | None = None
     usage_s: float = 0.0
     usage: TurnUsage | None = None  # the turn's, on the Round that ``ends`` it
 
@@ -278,20 +282,19 @@ class Steps(CaseCommand[Stepped]):
 
 
 @dataclass(frozen=True)
-class Round(CaseCommand[RoundsRan]):
-    """``rounds`` timed rounds of ``calls`` calls; ``keys``: each call's key, per round: the
-    probe's (inference, transforms) or the step's batch's (training: data.step_key), secrets
-    sent with the round they are for. A timed turn is one Round a round: ``follows`` says
-    this one continues the previous Round's turn (the results that turn kept stay kept, and
-    the heap is not re-pre-touched), so the worker learns round r's keys only as round r
+class Round(CaseCommand[RoundRan]):
+    """One timed round of ``calls`` calls; ``keys``: each call's key, the probe's (inference,
+    transforms) or the step's batch's (training: data.step_key), secrets sent with the round
+    they are for (None: key 0, each call). A timed turn is one Round a round: ``follows``
+    says this one continues the previous Round's turn (the results that turn kept stay kept,
+    and the heap is not re-pre-touched), so the worker learns round r's keys only as round r
     starts."""
 
-    rounds: int
     calls: int
-    keys: list[list[int]] | None = None
+    keys: list[int] | None = None
     follows: bool = False
     # this round ends its turn: after it the worker reads what the turn used and what it
-    # holds, still on the case's cores, and sends it with the reply (RoundsRan.usage)
+    # holds, still on the case's cores, and sends it with the reply (RoundRan.usage)
     ends: bool = False
     name: ClassVar[str] = "round"
 
@@ -307,7 +310,7 @@ class BareLoop(CaseCommand[Seconds]):
 
 
 @dataclass(frozen=True)
-class Learn(CaseCommand[RoundsRan]):
+class Learn(CaseCommand[RoundRan]):
     """A first warm-up ``round``, repeated while the worker watches which threads work; it
     then pins them (``pin``) or frees every thread."""
 

@@ -29,7 +29,7 @@ from pytest_mlbench.engine.protocol import (
     Heap,
     Output,
     PeakMemory,
-    RoundsRan,
+    RoundRan,
     Seconds,
     Started,
     Stepped,
@@ -210,86 +210,62 @@ class CaseServer:
             snap = self.runner.snapshot(tail)
         return Stepped(losses=losses, times=times, snapshot=snap, dtypes=dtypes)
 
-    def round(self, rounds: int, calls: int, keys: list[list[int]] | None = None,
-              follows: bool = False) -> RoundsRan:
-        """``rounds`` timed rounds of ``calls`` calls, every one read alike: its results,
-        checked inside its clock and copied to NumPy after it (runners.py), are kept here
-        until the next ``round`` command (the
-        last one longer: it is where the next command's first round started) and a digest of
-        each goes back now, with the worker's serial number of the round. Which rounds are
-        audited is decided in the parent, which fetches them afterwards (``fetch``) and
-        checks the digests: nothing the worker can read before or during a round says
-        whether it will be judged. ``keys``: each call's probe key (inference, transforms)
-        or batch key (training: data.step_key),
-        a secret the parent sends with the round it is for: a timed turn is one command a
-        round (``follows``: this round continues the previous command's turn, whose kept
-        results stay kept), so the worker learns round r's probes only as round r starts,
-        and no round's answers can be worked out in an earlier round (the turn's dropped
-        first one included). Warm-up rounds count as timing too: what was checked is what
-        runs from here on, so nothing may compile (or recompile) any more."""
+    def round(self, calls: int, keys: list[int] | None = None,
+              follows: bool = False) -> RoundRan:
+        """One timed round of ``calls`` calls, read like every other: its results, checked
+        inside its clock and copied to NumPy after it (runners.py), are kept here until the
+        next round that does not follow (the latest of the turn before longer: it is where
+        the next turn's first round started) and a digest of them goes back now, with the
+        worker's serial number of the round. Which rounds are audited is decided in the
+        parent, which fetches them afterwards (``fetch``) and checks the digests: nothing the
+        worker can read before or during a round says whether it will be judged. ``keys``:
+        each call's probe key (inference, transforms) or batch key (training:
+        data.step_key), a secret the parent sends with the round it is for: a timed turn is
+        one command a round (``follows``: this round continues the previous command's turn,
+        whose kept results stay kept), so the worker learns a round's probes only as the
+        round starts, and no round's answers can be worked out in an earlier round (the
+        turn's dropped first one included). Warm-up rounds count as timing too: what was
+        checked is what runs from here on, so nothing may compile (or recompile) any more."""
         began = runners.time.perf_counter()
-        seconds: list[float] = []
-        digests: list[Any] = []
-        serials: list[int] = []
-        faults: list[int] = []
-        steps: list[int] = []
-        # on the same clock: the harness's own work between rounds, what the round's
-        # readings leave out of the readings around them (nothing, on one honest clock), and
-        # its work after each round's clock (the results' host copies and digests)
-        between, outside, ended = 0.0, 0.0, None
-        after: list[float] = []
-        cpu: list[float] = []
-        cpu_wall: list[float] = []
-        usage_s = 0.0
         if not follows:
             kept_last = self.stash.get(self.serial)
             self.stash = {} if kept_last is None else {self.serial: kept_last}
         # before the clock: the heap as a pre-touch left it, if another case changed it since
         again = None if follows else allocator.pretouch_again()
         with self.phase("timing"), self._where(), usage.WATCH.timed():
-            guard = self._guard()
-            for r in range(rounds):
-                call_keys = keys[r] if keys else [0] * calls
-                before = allocator.minor_faults()
-                # what the round used (checking/cores.py): every thread's CPU time, read on
-                # either side of its clock (after it, for ``after`` below too)
-                read_at = runners.time.perf_counter()
-                start_cpu = runners.process_time()
-                start = runners.time.perf_counter()
-                took, outs, tail = runners.timed_round(self.runner, call_keys, guard,
-                                                       self.prepare)
-                end = runners.time.perf_counter()
-                end_cpu = runners.process_time()
-                usage_s += start - read_at
-                cpu.append(end_cpu - start_cpu)
-                cpu_wall.append(end - start)
-                between += 0.0 if ended is None else start - ended
-                outside += end - start - took
-                faults.append(allocator.minor_faults() - before)
-                seconds.append(took)
-                self.serial += 1
-                # training keeps the state the round left, not each step's loss: nothing
-                # of a round is copied that the audit does not read
-                kept = [] if self.id.task.kind == "train" else outs
-                result = self._result(*runners.materialise(self.runner, kept, tail))
-                self.stash[self.serial] = result
-                serials.append(self.serial)
-                digests.append(result_digest(result))
-                steps.append(self.runner.calls)
-                ended = runners.time.perf_counter()
-                # the process's CPU time, every thread's: what work after the clock costs,
-                # whether or not a busy host preempted the worker there (a CPU-bound round
-                # that used its time slice is preempted right after it, 4-7 ms on a loaded
-                # 2-core host, which wall time would count)
-                after.append(runners.process_time() - end_cpu)
-        # page faults of each round (memory the OS mapped in while the clock ran), read
-        # outside the clock: a step that pays the allocator every time shows it. ``span``:
-        # the whole command on the same clock, which the parent compares with its own
-        return RoundsRan(seconds=seconds, serials=serials, digests=digests, faults=faults,
-                         steps=steps, pretouched=again,
-                         span=runners.time.perf_counter() - began, between=between,
-                         outside=outside, after=after, cpu=cpu, cpu_wall=cpu_wall,
-                         usage_s=usage_s)
+            before = allocator.minor_faults()
+            # what the round used (checking/cores.py): every thread's CPU time, read on
+            # either side of its clock (after it, for ``after`` below too)
+            read_at = runners.time.perf_counter()
+            start_cpu = runners.process_time()
+            start = runners.time.perf_counter()
+            took, outs, tail = runners.timed_round(self.runner, keys or [0] * calls,
+                                                   self._guard(), self.prepare)
+            end = runners.time.perf_counter()
+            end_cpu = runners.process_time()
+            # page faults (memory the OS mapped in while the clock ran), read outside the
+            # clock: a step that pays the allocator every time shows it
+            faults = allocator.minor_faults() - before
+            self.serial += 1
+            # training keeps the state the round left, not each step's loss: nothing of a
+            # round is copied that the audit does not read
+            kept = [] if self.id.task.kind == "train" else outs
+            result = self._result(*runners.materialise(self.runner, kept, tail))
+            self.stash[self.serial] = result
+            digest = result_digest(result)
+            # the process's CPU time, every thread's: what work after the clock costs
+            # (the results' host copies and digests), whether or not a busy host preempted
+            # the worker there (a CPU-bound round that used its time slice is preempted
+            # right after it, 4-7 ms on a loaded 2-core host, which wall time would count)
+            after = runners.process_time() - end_cpu
+        # on the same clock: what the round's readings leave out of the readings around them
+        # (nothing, on one honest clock), and the whole command (``span``), which the parent
+        # compares with its own
+        return RoundRan(seconds=took, serial=self.serial, digest=digest, faults=faults,
+                        steps=self.runner.calls, pretouched=again,
+                        span=runners.time.perf_counter() - began, outside=end - start - took,
+                        after=after, cpu=end_cpu - start_cpu, cpu_wall=end - start,
+                        usage_s=start - read_at)
 
     def bare_loop(self, keys: list[int]) -> Seconds:
         """The built step over ``keys`` in a plain loop (runners.bare_loop), after the audited

@@ -227,13 +227,13 @@ class CaseRun:
         times: list[float] = []  # each warm-up round's seconds a call
         self.steps_per_call = self.steps_per_call or self.calls
         for warm_up in range(WARMUP_ROUNDS_MAX if not self.calibrated else 2):
-            keys = self._keys(1)
-            command: p.CaseCommand[p.RoundsRan] = p.Round(1, self.calls, keys)
+            keys = self._keys()
+            command: p.CaseCommand[p.RoundRan] = p.Round(self.calls, keys)
             if pin and warm_up == 0:  # also finds the threads that worked and pins them
-                command = p.Learn(p.Round(1, self.calls, keys), pin=True)
+                command = p.Learn(p.Round(self.calls, keys), pin=True)
             warm = self._ask(command)
-            times.append(float(warm.seconds[0]) / self.calls)
-            self._ran([WARMUP], warm, keys)
+            times.append(float(warm.seconds) / self.calls)
+            self._ran(WARMUP, warm, keys)
             grown = (self.timed and not self.calibrated
                      and self.calibrate(warm, last=warm_up == WARMUP_ROUNDS_MAX - 1))
             if warm_up >= 1 and not grown:
@@ -246,7 +246,7 @@ class CaseRun:
         self.compile_s = float(self._ask(p.CompiledSeconds()).value)
         self.pinned = self.pool.worker_info()[0].pinned if self.pool.pool else {}
 
-    def calibrate(self, warm: p.RoundsRan, *, last: bool) -> bool:
+    def calibrate(self, warm: p.RoundRan, *, last: bool) -> bool:
         """Whether another warm-up round is owed, at the calls it sets: the calls a round at
         this one's cost a call would need (calibrated_calls) grow past the calls it ran, and
         it is not the last allowed. The first round's first calls are slow (a 35 us step read
@@ -255,7 +255,7 @@ class CaseRun:
         after it: a state's host copies cost the same at any calls, and counting them would
         shorten the rounds of a large model (a GPU's copies are tens of milliseconds)."""
         calls = calibrated_calls(self.steps_per_call,
-                                 float(warm.seconds[0]) / self.calls * self.steps_per_call)
+                                 float(warm.seconds) / self.calls * self.steps_per_call)
         if calls <= self.calls or last:
             return False
         self.calls = calls
@@ -311,42 +311,32 @@ class CaseRun:
         rng = data.generator(self.secret, self.spec["name"], "audit-call", str(round_no))
         return int(rng.integers(0, self.round_calls.get(round_no, self.calls)))
 
-    def _keys(self, rounds: int, calls: int = 0) -> list[list[int]] | None:
-        """Each call's probe key for the next ``rounds`` rounds (inference, transforms),
-        drawn from the parent's secret, or each step's batch key (training: data.step_key,
-        from the pass's data secret): sent with the round, so no probe or batch, and no
-        answer to one, can exist in the worker before (build() cannot compute them ahead)."""
+    def _keys(self, calls: int = 0) -> list[int]:
+        """Each call's probe key for the next round (inference, transforms), drawn from the
+        parent's secret, or each step's batch key (training: data.step_key, from the pass's
+        data secret): sent with the round, so no probe or batch, and no answer to one, can
+        exist in the worker before (build() cannot compute them ahead)."""
+        self.sent += 1
         if self.train:
             cid = self.ctx.cid
-            found = []
-            for _ in range(rounds):
-                self.sent += 1
-                first = self.steps_sent + 1
-                self.steps_sent += calls or self.calls
-                found.append([data.step_key(self.data_secret, cid.workload, cid.shape, n)
-                              for n in range(first, self.steps_sent + 1)])
-            return found
-        found = []
-        for _ in range(rounds):
-            self.sent += 1
-            rng = data.generator(self.secret, self.spec["name"], "probe", str(self.sent))
-            found.append([int(k) for k in rng.integers(1, 2**62, calls or self.calls)])
-        return found
+            first = self.steps_sent + 1
+            self.steps_sent += calls or self.calls
+            return [data.step_key(self.data_secret, cid.workload, cid.shape, n)
+                    for n in range(first, self.steps_sent + 1)]
+        rng = data.generator(self.secret, self.spec["name"], "probe", str(self.sent))
+        return [int(k) for k in rng.integers(1, 2**62, calls or self.calls)]
 
-    def _ran(self, numbers: Sequence[int], reply: p.RoundsRan,
-             keys: list[list[int]] | None) -> None:
-        """What the worker said of rounds ``numbers``: its serial for each, their digests."""
-        for i, r in enumerate(numbers):
-            if self.pending_bare:  # the steps a bare loop made between this round and the last
-                self.bare_before[r], self.pending_bare = self.pending_bare, []
-            self.serial_of[r] = reply.serials[i]
-            self.digests[r] = reply.digests[i]
-            if keys is not None:
-                self.keys[r] = keys[i]
+    def _ran(self, r: int, reply: p.RoundRan, keys: list[int]) -> None:
+        """What the worker said of round ``r``: its serial for it, its digest."""
+        if self.pending_bare:  # the steps a bare loop made between this round and the last
+            self.bare_before[r], self.pending_bare = self.pending_bare, []
+        self.serial_of[r] = reply.serial
+        self.digests[r] = reply.digest
+        self.keys[r] = keys
         steps = reply.steps
-        if self.train and steps and int(steps[-1]) != self.steps_sent:
+        if self.train and steps is not None and int(steps) != self.steps_sent:
             raise AssertionError(
-                f"{self.ctx.where}: the worker has made {steps[-1]} training step(s) where "
+                f"{self.ctx.where}: the worker has made {steps} training step(s) where "
                 f"the harness sent the batches of {self.steps_sent}: the count from the "
                 "seeded start, and every step's batch, would be wrong")
 
@@ -366,31 +356,32 @@ class CaseRun:
         assert self.handle is not None
         # a turn may take what its rounds should take, many times over, but not for ever
         timeout = max(CALL_MIN_S, 20 * self.round_s * total)
-        took, parts = 0.0, []
+        took, parts = 0.0, []  # parts: each round's replies, one a rank
         for i, r in enumerate(numbers):
             # a dropped round is one call (the worker was just resumed: its first call pays
             # for cold caches, not a whole calibrated round)
             calls = DROPPED_CALLS if i < discard else self.calls
-            keys = self._keys(1, calls)
+            keys = self._keys(calls)
             self.round_calls[r] = calls
             began = time.perf_counter()  # the parent's own clock (audit.assert_clocks_agree)
             part = self.pool.case(
-                self.handle, p.Round(1, calls, keys, follows=i > 0, ends=i == total - 1),
+                self.handle, p.Round(calls, keys, follows=i > 0, ends=i == total - 1),
                 timeout=timeout)
             took += time.perf_counter() - began
-            self._ran([r], part[0], keys)
+            self._ran(r, part[0], keys)
             parts.append(part)
-        reply = joined(parts)
-        seconds = [max(col) for col in zip(*(r.seconds for r in reply), strict=True)]
-        faults = [max(col) for col in zip(*(r.faults for r in reply), strict=True)]
+        seconds = [max(float(r.seconds) for r in part) for part in parts]
+        faults = [max(r.faults for r in part) for part in parts]
         # the turn is the caller's "turns"; its rounds' own seconds are charged apart
         charge("timed", sum(seconds[discard:]), instead_of="turns")
         charge("dropped", sum(seconds[:discard]), instead_of="turns")
-        self._clocked(took, reply, seconds, commands=total, discard=discard)
-        self._judge_cores(reply, numbers)
+        ranks = list(zip(*parts, strict=True))  # each rank's replies to the turn's rounds
+        self._clocked(took, parts, seconds, discard=discard)
+        self._judge_cores(ranks, numbers)
         with spend("audits"):
             self._fetch(numbers)
-        self._pretouched_again([r.pretouched for r in reply if r.pretouched])
+        # the turn's first round alone re-pre-touches (one that ``follows`` does not)
+        self._pretouched_again([r.pretouched for r in parts[0] if r.pretouched])
         # recorded as the seconds of the shape's steps_per_call calls (Measure's unit)
         scale = self.steps_per_call / self.calls if self.steps_per_call else 1.0
         self.recorded += [RecordedRound(s * scale, cycle, f)
@@ -398,41 +389,43 @@ class CaseRun:
         self.rounds_done += total
         return seconds[discard:]
 
-    def _clocked(self, took: float, reply: Sequence[p.RoundsRan],
-                 seconds: Sequence[float], commands: int = 1, discard: int = 0) -> None:
-        """The turn on the parent's clock beside the worker's account of it (``commands``:
-        the Round commands it took, each a message there and back)."""
+    def _clocked(self, took: float, parts: Sequence[Sequence[p.RoundRan]],
+                 seconds: Sequence[float], discard: int = 0) -> None:
+        """The turn on the parent's clock beside the worker's account of it (``parts``: each
+        round's replies, one a rank; each round a Round command, a message there and back)."""
+        ranks = list(zip(*parts, strict=True))
         clock = self.clock
         # per round, the slowest rank's: the rounds' own seconds and the work after them
-        afters = [r.after or [] for r in reply]
-        if all(len(a) == len(seconds) for a in afters):
+        afters = [[r.after for r in part] for part in parts]
+        if all(a is not None for part in afters for a in part):
             # full rounds only: a dropped round's one call leaves one call's work after it
-            self.afters += [max(col) for col in zip(*afters, strict=True)][discard:]
+            self.afters += [max(float(a or 0.0) for a in part) for part in afters][discard:]
             self.round_seconds += list(seconds[discard:])
             clock = replace(clock, after_s=float(np.median(self.afters)),
                             round_median_s=float(np.median(self.round_seconds)))
         self.clock = replace(
-            clock, commands=clock.commands + commands, parent_s=clock.parent_s + took,
-            worker_s=clock.worker_s + max(float(r.span) for r in reply),
+            clock, commands=clock.commands + len(parts), parent_s=clock.parent_s + took,
+            worker_s=clock.worker_s + max(sum(float(r.span) for r in rank) for rank in ranks),
             # each worker's own rounds, which fit its own span: the rounds' maxima over a
             # parallel case's ranks (``seconds``) may add up to more than any one rank's span
             # when the ranks enter their rounds a little apart (a dp-w2 case on a busy host
             # summed 0.2218 s of maxima against 0.2093 s of span, read as a clock going back)
-            timed_s=clock.timed_s + max(float(sum(r.seconds)) for r in reply),
+            timed_s=clock.timed_s + max(sum(float(r.seconds) for r in rank) for rank in ranks),
             turns=clock.turns + 1, rounds=clock.rounds + len(seconds),
-            between_s=clock.between_s + max(float(r.between) for r in reply),
-            outside_s=clock.outside_s + max(float(r.outside) for r in reply),
+            outside_s=clock.outside_s + max(sum(float(r.outside) for r in rank)
+                                            for rank in ranks),
             after_bounded=self.ctx.cid.device == "cpu")
 
-    def _judge_cores(self, reply: Sequence[p.RoundsRan], numbers: Sequence[int]) -> None:
+    def _judge_cores(self, ranks: Sequence[Sequence[p.RoundRan]],
+                     numbers: Sequence[int]) -> None:
         """The turn's cores used and the controls its workers hold (checking/cores.py);
         the largest ratio of cores used to the case's threads, and the most threads and
         processes held new, kept; what reading them cost the worker, charged."""
-        charge("cores", max(r.usage_s for r in reply), instead_of="turns")
-        ratio = cores.assert_turn(reply, numbers, threads=self.expected_threads(),
+        charge("cores", max(sum(r.usage_s for r in rank) for rank in ranks), instead_of="turns")
+        ratio = cores.assert_turn(ranks, numbers, threads=self.expected_threads(),
                                   device=self.ctx.cid.device, where=self.ctx.where)
-        held = max(len(r.usage.new_threads) + len(r.usage.new_processes) if r.usage else 0
-                   for r in reply)
+        held = max(len(u.new_threads) + len(u.new_processes) if (u := rank[-1].usage) else 0
+                   for rank in ranks)
         clock = self.clock
         self.clock = replace(clock, cores_ratio=max(clock.cores_ratio or 0.0, ratio),
                              held_new=max(clock.held_new or 0, held))
@@ -640,30 +633,6 @@ def calibrated_calls(steps_per_call: int, round_s: float) -> int:
     CALIBRATED_ROUND_S, at most CALLS_FACTOR_MAX."""
     factor = math.ceil(CALIBRATED_ROUND_S / max(round_s, 1e-9))
     return steps_per_call * min(max(factor, 1), CALLS_FACTOR_MAX)
-
-
-def joined(parts: Sequence[Sequence[p.RoundsRan]]) -> list[p.RoundsRan]:
-    """A turn's Round commands' replies (each a list, one per rank) as one reply per rank:
-    the rounds' lists end to end, the spans and gaps added; the pre-touch check is the first
-    command's (a Round that ``follows`` does not re-pre-touch)."""
-    ranks = []
-    for rank in range(len(parts[0])):
-        mine = [part[rank] for part in parts]
-        ranks.append(p.RoundsRan(
-            seconds=[v for m in mine for v in m.seconds],
-            serials=[v for m in mine for v in m.serials],
-            digests=[v for m in mine for v in m.digests],
-            faults=[v for m in mine for v in m.faults],
-            steps=[v for m in mine for v in m.steps],
-            pretouched=mine[0].pretouched,
-            span=sum(float(m.span) for m in mine),
-            between=sum(float(m.between) for m in mine),
-            outside=sum(float(m.outside) for m in mine),
-            after=[v for m in mine for v in (m.after or [])],
-            cpu=[v for m in mine for v in (m.cpu or [])],
-            cpu_wall=[v for m in mine for v in (m.cpu_wall or [])],
-            usage_s=sum(float(m.usage_s) for m in mine), usage=mine[-1].usage))
-    return ranks
 
 
 def agree(values: Sequence[R], where: str) -> R:

@@ -349,16 +349,15 @@ class PeekingSteps:
 AHEAD_GAP_S = 0.02  # a call this soon after the previous one is taken to be in the same turn
 
 
-def keys_in_frames() -> tuple[Any, list[list[int]], int] | None:
-    """The case server serving this call, every probe key its round command holds (one list a
-    round) and the round under way: what a worker learns of the turn's probes."""
+def keys_in_frames() -> tuple[Any, list[int]] | None:
+    """The case server serving this call and every probe key its round command holds: what a
+    worker learns of the turn's probes."""
     frame = sys._getframe(1)
     while frame is not None:
         found = frame.f_locals
         server, keys = found.get("self"), found.get("keys")
-        if hasattr(server, "_probe") and isinstance(keys, list) and isinstance(
-                found.get("r"), int):
-            return server, keys, found["r"]
+        if hasattr(server, "_probe") and isinstance(keys, list):
+            return server, keys
         frame = frame.f_back
     return None
 
@@ -366,8 +365,9 @@ def keys_in_frames() -> tuple[Any, list[list[int]], int] | None:
 class AheadAnswers:
     """An honest inference implementation whose answers are worked out ahead: the first call
     of a turn (one after a pause of AHEAD_GAP_S or more: the worker was stopped) computes the
-    answer to every probe key its round command holds, this round's and every later one's,
-    and later calls of the turn are looked up by probe; a call whose probe was not worked out
+    answer to every probe key its round command holds (a command holding the turn's later
+    rounds' keys too would let it answer them all), and later calls of the turn are looked up
+    by probe; a call whose probe was not worked out
     ahead gets the previous answer (the work was counted as done ahead). The checks before
     timing (no round under way) are answered honestly."""
 
@@ -394,13 +394,12 @@ class AheadAnswers:
             if found is None:
                 return self.inner.forward(inputs)
             if began - self.ended >= AHEAD_GAP_S:  # a turn starts: its whole work, now
-                server, keys, r = found
+                server, keys = found
                 self.table = {}
-                for round_keys in keys[r:]:
-                    for key in round_keys:
-                        probe = server._probe(key)
-                        self.table[self._id(probe)] = self.inner.forward(
-                            {k: server.adapter.asarray(v) for k, v in probe.items()})
+                for key in keys:
+                    probe = server._probe(key)
+                    self.table[self._id(probe)] = self.inner.forward(
+                        {k: server.adapter.asarray(v) for k, v in probe.items()})
             answer = self.table.get(self._id(inputs))
             if answer is None and self.last is None:  # nothing to pass off yet
                 self.last = self.inner.forward(inputs)

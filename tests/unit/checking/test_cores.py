@@ -17,13 +17,12 @@ WHERE = "numpy eager (mlp-numpy-eager-cpu-fp32)"
 NUMBERS = [4, 5, 6]
 
 
-def ran(cpu: list[float], walls: list[float] | None = None) -> p.RoundsRan:
+def ran(cpu: list[float], walls: list[float] | None = None) -> list[p.RoundRan]:
     """Rounds whose threads used ``cpu`` seconds over ``walls`` (10 ms each by default)."""
     walls = walls or [0.01] * len(cpu)
-    n = len(cpu)
-    return p.RoundsRan(seconds=[w * 0.99 for w in walls], serials=list(range(n)),
-                       digests=[None] * n, faults=[0] * n, steps=[0] * n, pretouched=None,
-                       span=sum(walls), between=0.0, outside=0.0, cpu=cpu, cpu_wall=walls)
+    return [p.RoundRan(seconds=w * 0.99, serial=i, digest=None, faults=0, steps=0,
+                       pretouched=None, span=w, outside=0.0, cpu=c, cpu_wall=w)
+            for i, (c, w) in enumerate(zip(cpu, walls, strict=True))]
 
 
 def usage(**changed: Any) -> p.TurnUsage:
@@ -32,10 +31,11 @@ def usage(**changed: Any) -> p.TurnUsage:
     return replace(quiet, **changed)
 
 
-def judge(rounds: p.RoundsRan, found: p.TurnUsage, threads: int = 1,
+def judge(rounds: list[p.RoundRan], found: p.TurnUsage, threads: int = 1,
           device: str = "cpu") -> float:
-    return cores.assert_turn([replace(rounds, usage=found)], NUMBERS, threads=threads,
-                             device=device, where=WHERE)
+    """One rank's turn, the last round's reply carrying the turn's ``usage``."""
+    ended = [*rounds[:-1], replace(rounds[-1], usage=found)]
+    return cores.assert_turn([ended], NUMBERS, threads=threads, device=device, where=WHERE)
 
 
 def test_an_honest_turn_passes_with_its_largest_ratio_of_cores_to_threads() -> None:
@@ -111,9 +111,10 @@ def test_a_rank_of_a_parallel_case_is_named() -> None:
 
 
 def test_a_worker_that_reports_no_cpu_is_judged_on_its_controls_only() -> None:
-    """A reply without per-round CPU readings (or one whose lists do not line up), or
-    without its turn's usage (its rounds' own CPU judged alone)."""
-    rounds = replace(ran([0.01] * 3), cpu=None)
+    """A turn with a round without its CPU readings, or without its turn's usage (its rounds'
+    own CPU judged alone)."""
+    rounds = ran([0.01] * 3)
+    rounds[1] = replace(rounds[1], cpu=None)
     assert judge(rounds, usage()) == 0.0
     assert cores.assert_turn([ran([0.01] * 3)], NUMBERS, threads=1, device="cpu",
                              where=WHERE) == pytest.approx(1.0)

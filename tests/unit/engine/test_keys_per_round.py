@@ -3,8 +3,8 @@ with that round's own command, so no round can work out a later round's answers.
 way measuring/case_run.py drives a turn (one ``round`` command a round, ``follows`` set after
 the first), an implementation that answers a turn's later rounds from work done in its first
 (tests/cheats/aheadinfer: specs.AheadAnswers) finds nothing to look up and returns stale
-answers, which the audit sees; handed a whole turn's keys in one command, as before, it would
-answer every round right without doing the work while timed."""
+answers, which the audit sees. A Round holds one round's keys (protocol 11: a command of
+several rounds, which would hand the worker a whole turn's keys at once, cannot be sent)."""
 
 from __future__ import annotations
 
@@ -66,33 +66,20 @@ def test_a_round_command_holds_its_own_keys_only_so_nothing_is_answered_ahead() 
     keys = turn_keys(4)
     serials = []
     for i, round_keys in enumerate(keys):
-        reply = server.round(1, CALLS, [round_keys], i > 0)
-        serials += reply.serials
+        serials.append(server.round(CALLS, round_keys, i > 0).serial)
     assert set(serials) <= set(server.stash)  # a turn's rounds stay kept for its fetch
     # every round after the turn's first counted on answers worked out ahead, found none
     assert wrong_calls(server, keys, serials) == CALLS * 3
     assert impl.looked_up == CALLS
 
 
-def test_a_whole_turns_keys_in_one_command_would_let_it_answer_every_round_by_lookup(
-        ) -> None:
-    """The hole this closes: every answer right, only the first round did any work."""
-    server, impl = server_of()
-    server.evaluate(0)
-    impl.ended = -float("inf")
-    keys = turn_keys(4)
-    reply = server.round(4, CALLS, keys)
-    assert wrong_calls(server, keys, reply.serials) == 0
-    assert impl.looked_up == CALLS * 4
-
-
 def test_a_round_that_starts_a_turn_keeps_only_the_latest_round_of_the_one_before() -> None:
     server, _ = server_of()
-    first = server.round(1, CALLS, turn_keys(1)).serials
-    second = server.round(1, CALLS, turn_keys(1, 2000), True).serials
-    assert set(server.stash) == {*first, *second}
-    third = server.round(1, CALLS, turn_keys(1, 3000)).serials
-    assert set(server.stash) == {*second, *third}
+    first = server.round(CALLS, turn_keys(1)[0]).serial
+    second = server.round(CALLS, turn_keys(1, 2000)[0], True).serial
+    assert set(server.stash) == {first, second}
+    third = server.round(CALLS, turn_keys(1, 3000)[0]).serial
+    assert set(server.stash) == {second, third}
 
 
 @pytest.mark.parametrize("follows", [False, True])
@@ -103,7 +90,7 @@ def test_the_honest_features_answer_every_round_right_either_way(follows: bool) 
     keys = turn_keys(3)
     serials = []
     for i, round_keys in enumerate(keys):
-        serials += server.round(1, CALLS, [round_keys], follows and i > 0).serials
+        serials.append(server.round(CALLS, round_keys, follows and i > 0).serial)
     kept = [s for s in serials if s in server.stash]
     assert wrong_calls(server, keys[-len(kept):], kept) == 0
 
@@ -133,7 +120,7 @@ def test_a_training_round_steps_on_the_batches_of_its_keys_and_checks_use_the_se
     server = train_server()
     start = server.runner.params()["w"]
     keys = [11, 12, 13, 14]
-    server.round(1, 4, [keys])
+    server.round(4, keys)
     found = server.runner.params()["w"]
     np.testing.assert_allclose(found, lin_steps(server, start, keys), rtol=1e-5, atol=1e-6)
     assert not np.allclose(found, lin_steps(server, start, [0] * 4), rtol=1e-5, atol=1e-6)

@@ -302,13 +302,13 @@ def test_a_case_left_holding_a_pool_whose_worker_died_says_what_ended_it(
     fp.close()
     for _ in range(2):  # the second case that asks says it once too
         with pytest.raises(WorkerCrashed) as found:
-            fp.case(1, Round(1, 1))
+            fp.case(1, Round(1))
         assert re.fullmatch(r"the numpy worker this case was built in is gone: worker 0 "
                             r"\(pid \d+\) exited with signal 9 .*", str(found.value)), found.value
     closed = FrameworkPool(PoolKey("numpy", 1), "", 1, "off", "")  # closed, never failed
     for _ in range(2):
         with pytest.raises(WorkerCrashed) as found:
-            closed.case(1, Round(1, 1))
+            closed.case(1, Round(1))
         assert str(found.value) == "the numpy worker this case was built in is gone: it was closed"
 
 

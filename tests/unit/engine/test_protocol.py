@@ -102,17 +102,17 @@ def test_a_worker_answers_every_case_command_with_its_reply_type() -> None:
         handle, cid = _open_mlp(pool)
         expected: list[tuple[p.CaseCommand[Any], type]] = [
             (p.Start(), p.Started), (p.Evaluate(0), p.Gradient), (p.Steps(2), p.Stepped),
-            (p.Learn(p.Round(1, 2), pin=False), p.RoundsRan), (p.Round(2, 2), p.RoundsRan),
+            (p.Learn(p.Round(2), pin=False), p.RoundRan), (p.Round(2), p.RoundRan),
             (p.Fetch([(0, None), (1, None)]), p.Fetched), (p.Pretouch(), p.Heap),
             (p.CompiledSeconds(), p.Seconds), (p.MeasurePeakMemory(), p.PeakMemory),
             (p.Finish(True), p.Finished)]
         for command, reply in expected:
             found = pool.case(handle, command)
             assert [type(f) for f in found] == [reply], command
-        ran = pool.case(handle, p.Round(3, 2))[0]
-        assert len(ran.seconds) == len(ran.serials) == len(ran.faults) == 3
-        assert ran.usage is None and len(ran.cpu or []) == len(ran.cpu_wall or []) == 3
-        ended = pool.case(handle, p.Round(1, 2, follows=True, ends=True))[0]
+        ran = pool.case(handle, p.Round(2))[0]
+        assert ran.serial > 0 and ran.faults >= 0 and ran.steps is not None
+        assert ran.usage is None and ran.cpu is not None and ran.cpu_wall is not None
+        ended = pool.case(handle, p.Round(2, follows=True, ends=True))[0]
         assert isinstance(ended.usage, p.TurnUsage)  # the turn's, with the round ending it
         done = pool.case(handle, p.Finish(True))[0]
         assert isinstance(done.trained, p.Gradient) and done.snapshot is not None
@@ -179,6 +179,6 @@ def test_a_round_s_keys_and_follows_reach_the_case_server() -> None:
             got.append(args)
             return "ran"
 
-    assert fw.run_rounds(Case(), p.Round(1, 2, [[5, 6]], follows=True)) == "ran"  # type: ignore[arg-type]
-    assert fw.run_rounds(Case(), p.Round(1, 2, [[7, 8]])) == "ran"  # type: ignore[arg-type]
-    assert got == [(1, 2, [[5, 6]], True), (1, 2, [[7, 8]], False)]
+    assert fw.run_round(Case(), p.Round(2, [5, 6], follows=True)) == "ran"  # type: ignore[arg-type]
+    assert fw.run_round(Case(), p.Round(2, [7, 8])) == "ran"  # type: ignore[arg-type]
+    assert got == [(2, [5, 6], True), (2, [7, 8], False)]

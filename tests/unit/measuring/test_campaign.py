@@ -31,7 +31,7 @@ class FakePool:
     with what it kept of every round (the digests are those of what it keeps)."""
 
     def __init__(self, pretouched: tuple[Any, ...] = ()) -> None:
-        self.calls: list[tuple[int, int]] = []  # (first serial, rounds) of each command
+        self.calls: list[int] = []  # the serial of each round command's round
         self.turns: list[list[int]] = []  # the serials of each turn (commands that follow)
         self.keys: list[Any] = []  # the probe keys each round command carried
         self.fetched: list[list[int]] = []  # the serials each fetch asked for
@@ -52,21 +52,19 @@ class FakePool:
             self.bare.append(list(command.keys))
             return [protocol.Seconds(0.5)]
         assert isinstance(command, protocol.Round)
-        total, follows = command.rounds, command.follows
-        self.calls.append((self.serial + 1, total))
+        follows = command.follows
+        self.serial += 1
+        self.calls.append(self.serial)
         self.keys.append(command.keys)
-        serials = list(range(self.serial + 1, self.serial + total + 1))
         if follows:
-            self.turns[-1] += serials
+            self.turns[-1].append(self.serial)
         else:
-            self.turns.append(list(serials))
-        self.serial += total
-        seconds = [1.0 if follows else 10.0] + [1.0] * (total - 1)
+            self.turns.append([self.serial])
+        seconds = 1.0 if follows else 10.0
         again = None if follows or not self.pretouched else self.pretouched.pop(0)
-        digest = data.digest({}, {})
-        return [protocol.RoundsRan(seconds=seconds, serials=serials, digests=[digest] * total,
-                                   faults=[0] * total, steps=[], pretouched=again,  # no count
-                                   span=sum(seconds), between=0.0, outside=0.0)]
+        return [protocol.RoundRan(seconds=seconds, serial=self.serial,
+                                  digest=data.digest({}, {}), faults=0, steps=None,  # no count
+                                  pretouched=again, span=seconds, outside=0.0)]
 
     @staticmethod
     def result() -> dict[str, Any]:
@@ -91,7 +89,7 @@ def test_each_turn_drops_its_first_round_and_records_the_rest() -> None:
     assert run.seconds == [1.0] * 5 and 10.0 not in run.seconds
     # rounds are numbered through the dropped ones: 1-4, then 5-7, one command each
     assert pool.turns == [[1, 2, 3, 4], [5, 6, 7]]
-    assert pool.calls == [(r, 1) for r in range(1, 8)]
+    assert pool.calls == list(range(1, 8))
     assert run.rounds_done == 7
 
 
@@ -105,11 +103,11 @@ def test_each_round_gets_its_probe_keys_only_in_its_own_command() -> None:
     run.turn(3)
     run.turn(2)
     # each turn's dropped round makes one call (case_run.DROPPED_CALLS), the others three
-    assert len(pool.keys) == 7 and all(len(k) == 1 for k in pool.keys)
-    assert [len(k[0]) for k in pool.keys] == [1, 3, 3, 3, 1, 3, 3]
-    flat = [key for keys in pool.keys for key in keys[0]]
+    assert len(pool.keys) == 7
+    assert [len(k) for k in pool.keys] == [1, 3, 3, 3, 1, 3, 3]
+    flat = [key for keys in pool.keys for key in keys]
     assert len(set(flat)) == len(flat) and 0 not in flat
-    assert [run.keys[r] for r in range(1, 8)] == [k[0] for k in pool.keys]
+    assert [run.keys[r] for r in range(1, 8)] == pool.keys
 
 
 def test_a_dropped_round_can_be_audited_like_any_other() -> None:
@@ -431,15 +429,17 @@ def test_ranks_entering_their_rounds_apart_are_not_read_as_a_clock_going_back() 
     rank's own rounds are held to the spans; one rank whose rounds outgrow its span fails."""
     from pytest_mlbench.checking import audit
 
-    def rank(seconds: list[float], span: float) -> SimpleNamespace:
-        return SimpleNamespace(seconds=seconds, span=span, between=0.0, outside=0.0, after=0.0)
+    def rank(seconds: float, span: float) -> SimpleNamespace:
+        return SimpleNamespace(seconds=seconds, span=span, outside=0.0, after=0.0)
 
+    # two rounds, each replied to by two ranks: their seconds 0.10 and 0.05, then 0.05 and 0.10
     apart = case_run(FakePool())
-    apart._clocked(0.25, [rank([0.10, 0.05], 0.16), rank([0.05, 0.10], 0.16)], [0.10, 0.10])
+    apart._clocked(0.25, [[rank(0.10, 0.08), rank(0.05, 0.08)],
+                          [rank(0.05, 0.08), rank(0.10, 0.08)]], [0.10, 0.10])
     assert apart.clock.timed_s == pytest.approx(0.15)  # each rank's own, not 0.20
     audit.assert_clocks_agree(apart.clock, where="fake")
     back = case_run(FakePool())
-    back._clocked(0.25, [rank([0.10, 0.10], 0.16)], [0.10, 0.10])
+    back._clocked(0.25, [[rank(0.10, 0.08)], [rank(0.10, 0.08)]], [0.10, 0.10])
     with pytest.raises(AssertionError, match="the clock is not monotonic"):
         audit.assert_clocks_agree(back.clock, where="fake")
 
@@ -453,7 +453,7 @@ def test_each_training_round_gets_the_batch_keys_of_its_own_steps_only() -> None
     run = case_run(pool, calls=2)
     run.data_secret, run.steps_sent = 7, 3  # after the 3 checked steps
     run.turn(2)
-    keys = [k[0] for k in pool.keys]
+    keys = pool.keys
     assert [len(k) for k in keys] == [1, 2, 2]  # the dropped round: one step
     flat = [key for k in keys for key in k]
     assert 0 not in flat and len(set(flat)) == len(flat)
@@ -468,7 +468,7 @@ def test_a_worker_whose_step_count_differs_from_the_batches_sent_fails() -> None
         def case(self, *args: Any, **kwargs: Any) -> Any:
             found = super().case(*args, **kwargs)
             if isinstance(args[1], protocol.Round):
-                found[0] = replace(found[0], steps=[99])
+                found[0] = replace(found[0], steps=99)
             return found
 
     run = case_run(Extra())
@@ -506,14 +506,14 @@ def test_warm_up_rounds_calibrate_again_until_the_calls_stop_growing() -> None:
     the calls never shrink, and the last allowed round calibrates nothing."""
     run = SimpleNamespace(steps_per_call=4, calls=4)
     calibrate = pipeline.CaseRun.calibrate
-    assert calibrate(run, SimpleNamespace(seconds=[4 * 80e-6]), last=False)  # 80 us a call
+    assert calibrate(run, SimpleNamespace(seconds=4 * 80e-6), last=False)  # 80 us a call
     assert run.calls == 128  # 10 ms / 320 us: 32 times the shape's 4 calls
-    assert calibrate(run, SimpleNamespace(seconds=[128 * 25e-6]), last=False)
+    assert calibrate(run, SimpleNamespace(seconds=128 * 25e-6), last=False)
     assert run.calls == 400
-    assert not calibrate(run, SimpleNamespace(seconds=[400 * 26e-6]), last=False)
-    assert not calibrate(run, SimpleNamespace(seconds=[400 * 40e-6]), last=False)
+    assert not calibrate(run, SimpleNamespace(seconds=400 * 26e-6), last=False)
+    assert not calibrate(run, SimpleNamespace(seconds=400 * 40e-6), last=False)
     assert run.calls == 400  # a slower round does not shrink them
-    assert not calibrate(run, SimpleNamespace(seconds=[400 * 1e-6]), last=True)
+    assert not calibrate(run, SimpleNamespace(seconds=400 * 1e-6), last=True)
     assert run.calls == 400
 
 
@@ -542,7 +542,7 @@ def test_a_turns_dropped_round_makes_one_call_not_a_calibrated_rounds() -> None:
     run = case_run(pool, calls=8)
     run.steps_per_call = 2
     run.turn(2)
-    assert [len(k[0]) for k in pool.keys] == [1, 8, 8]
+    assert [len(k) for k in pool.keys] == [1, 8, 8]
     assert run.round_calls == {1: 1, 2: 8, 3: 8} and run.steps_sent == 17
 
 
