@@ -12,7 +12,7 @@ from pytest_mlbench.checking import phases
 from pytest_mlbench.checking.asserts import tolerances
 from pytest_mlbench.checking.oracle_client import OracleService
 from pytest_mlbench.checking.reference import Reference
-from pytest_mlbench.engine.protocol import Gradient
+from pytest_mlbench.engine.protocol import CaseSpec, Gradient
 from pytest_mlbench.engine.server import CaseServer
 from pytest_mlbench.precision import POLICIES
 from pytest_mlbench.workloads import catalogue, data
@@ -30,7 +30,7 @@ def check(workload_name: str, framework: str, variant: str = "eager",
     cid = CaseId(workload, shape, task, framework, variant, "cpu", precision)
     policy = POLICIES[precision]
     adapter = frameworks.load(framework, frameworks.BUILTIN)
-    server = CaseServer(adapter, cid.spec(str(root), "smoke", seed))
+    server = CaseServer(adapter, CaseSpec.of(cid, str(root), "smoke", seed))
     inputs, params = data.seeded_start(workload, shape, seed, policy)
     oracle = OracleService()
     try:

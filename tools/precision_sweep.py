@@ -34,6 +34,7 @@ from pytest_mlbench import frameworks  # noqa: E402
 from pytest_mlbench.checking import arithmetic  # noqa: E402
 from pytest_mlbench.checking.oracle_client import OracleService  # noqa: E402
 from pytest_mlbench.checking.reference import Reference  # noqa: E402
+from pytest_mlbench.engine.protocol import CaseSpec  # noqa: E402
 from pytest_mlbench.engine.server import CaseServer  # noqa: E402
 from pytest_mlbench.errors import Unavailable  # noqa: E402
 from pytest_mlbench.precision import POLICIES  # noqa: E402
@@ -49,7 +50,7 @@ def points(folder: Path, spec: Any, task: Any, impl: str, size: str, seed: int, 
     shape = spec.sizes[size][0]
     cid = CaseId(spec, shape, task, framework, variant, "cpu", "fp32")
     server = CaseServer(frameworks.load(framework, frameworks.BUILTIN),
-                        cid.spec(str(folder.parent), size, seed))
+                        CaseSpec.of(cid, str(folder.parent), size, seed))
     inputs, params = data.seeded_start(spec, shape, seed, POLICIES["fp32"])
     reference = Reference(spec, shape, seed, str(folder), oracle)
     rows: list[Row] = []

@@ -53,6 +53,7 @@ from pytest_mlbench.checking import audit, phases  # noqa: E402
 from pytest_mlbench.checking.asserts import excess, tolerances  # noqa: E402
 from pytest_mlbench.checking.oracle_client import OracleService  # noqa: E402
 from pytest_mlbench.checking.reference import Reference  # noqa: E402
+from pytest_mlbench.engine.protocol import CaseSpec  # noqa: E402
 from pytest_mlbench.engine.server import CaseServer  # noqa: E402
 from pytest_mlbench.errors import Unavailable  # noqa: E402
 from pytest_mlbench.precision import POLICIES  # noqa: E402
@@ -90,7 +91,7 @@ def sweep(folder: Path, spec: Any, impl: str, size: str, precision: str, seed: i
     shape = spec.sizes[size][0]
     cid = CaseId(spec, shape, task, framework, variant, "cpu", precision)
     adapter = frameworks.load(framework, frameworks.BUILTIN)
-    server = CaseServer(adapter, cid.spec(str(folder.parent), size, seed))
+    server = CaseServer(adapter, CaseSpec.of(cid, str(folder.parent), size, seed))
     policy = POLICIES[precision]
     inputs, params = data.seeded_start(spec, shape, seed, policy)
     ctx = phases.Context(cid, Reference(spec, shape, seed, str(folder), oracle), policy,

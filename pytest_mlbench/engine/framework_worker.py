@@ -26,7 +26,7 @@ from __future__ import annotations
 import gc
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -178,7 +178,7 @@ class FrameworkWorker:
         if handler is None:
             raise ValueError(f"unknown case command {type(command.command).__name__}: a case "
                              f"serves {sorted(c.name for c in CASE_COMMANDS)}")
-        spec = self.cases[command.handle].spec if command.handle in self.cases else {}
+        spec = self.cases[command.handle].spec if command.handle in self.cases else None
         return self._guarded(lambda: handler(self, self.cases[command.handle], command.command),
                              spec)
 
@@ -190,7 +190,7 @@ class FrameworkWorker:
         return p.Done()
 
     def peak(self, command: p.Peak) -> p.PeakFound:
-        on_gpu = any(case.spec.get("device") == "gpu" for case in self.cases.values())
+        on_gpu = any(case.spec.device == "gpu" for case in self.cases.values())
         n = PEAK_N_GPU if on_gpu else PEAK_N.get(command.dtype, 1024)
         return p.PeakFound(self.adapter.matmul_gflops(command.dtype, n, PEAK_REPEATS))
 
@@ -232,13 +232,13 @@ class FrameworkWorker:
         return self.learn_and_pin(lambda: run_round(case, command.round), command.pin,
                                   case.rehearsal())
 
-    def _open(self, spec: dict[str, Any]) -> int:
+    def _open(self, spec: p.CaseSpec) -> int:
         handle = len(self.cases) and max(self.cases) + 1
         self.cases[handle] = CaseServer(self.adapter, spec, self.rank, self.config.get("dp"))
         return handle
 
     @staticmethod
-    def _guarded(fn: Callable[[], Any], spec: Mapping[str, Any] | None = None) -> p.Outcome:
+    def _guarded(fn: Callable[[], Any], spec: p.CaseSpec | None = None) -> p.Outcome:
         """The command's reply, or what went wrong in the case (``spec``), as data."""
         try:
             return p.Ok(fn())
@@ -247,7 +247,7 @@ class FrameworkWorker:
         except AssertionError as exc:
             return p.Failed(str(exc))
         except Exception as exc:  # the implementation's own error: its traceback is the report
-            lacks = hostlimits.host_lacks(exc, spec or {})  # unless the host lacks the means
+            lacks = hostlimits.host_lacks(exc, spec)  # unless the host lacks the means
             if lacks is not None:
                 return p.Skipped(lacks)
             return p.Raised(f"{type(exc).__name__}: {exc}", traceback.format_exc())

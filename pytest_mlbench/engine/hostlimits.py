@@ -12,10 +12,11 @@ kernels use. Any other error stays the implementation's.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from pytest_mlbench.engine.protocol import CaseSpec
 
 HALF = ("bf16", "amp", "amp16")  # the policies that compute in 16 bits
 CPUINFO = Path("/proc/cpuinfo")
@@ -46,11 +47,11 @@ def cpu_flags() -> frozenset[str] | None:
     return frozenset(found.group(1).split()) if found else None
 
 
-def host_lacks(exc: BaseException, spec: Mapping[str, Any],
+def host_lacks(exc: BaseException, spec: CaseSpec | None,
                flags: Collection[str] | None = None) -> str | None:
     """The skip's line when ``exc``, raised by the case ``spec`` describes, is the host's
-    limit rather than the implementation's fault; None otherwise."""
-    if spec.get("device", "cpu") != "cpu" or spec.get("precision") not in HALF:
+    limit rather than the implementation's fault; None otherwise (and for no case)."""
+    if spec is None or spec.device != "cpu" or spec.precision not in HALF:
         return None
     error = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     limit = next((lim for lim in LIMITS if lim.message.search(error)), None)
@@ -59,6 +60,6 @@ def host_lacks(exc: BaseException, spec: Mapping[str, Any],
     flags = cpu_flags() if flags is None else flags
     if flags is None or any(flag in flags for flag in limit.needs):
         return None  # the CPU has the instructions (or cannot be read): not the host's limit
-    return (f"this host's CPU cannot run {spec.get('precision')} here: {limit.library} "
+    return (f"this host's CPU cannot run {spec.precision} here: {limit.library} "
             f"refused the case ({error}); its 16-bit kernels need {limit.needs_words}, which "
             "this CPU lacks (it runs on a host that has them)")

@@ -208,7 +208,7 @@ class FrameworkPool:
                 raise CaseError(f"{reply.error}{where}" + (f"\n{frames}" if frames else ""))
         return [r.value for r in replies if isinstance(r, p.Ok)]
 
-    def open(self, spec: dict[str, Any]) -> int:
+    def open(self, spec: p.CaseSpec) -> int:
         opened: list[p.Opened] = self._values(self._call(p.Open(spec)))
         return opened[0].handle
 

@@ -17,11 +17,43 @@ worker's hello reports: launcher.py).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+
+if TYPE_CHECKING:
+    from pytest_mlbench.workloads.case import CaseId
 
 # bumped when a command or reply changes: an A/B worker of another revision must match
-# (11: a Round is one round, its reply a RoundRan)
+# (11: a Round is one round, its reply a RoundRan; the case spec a CaseSpec)
 PROTOCOL = 11
+
+
+@dataclass(frozen=True)
+class CaseSpec:
+    """What a worker builds a case from (``Open``): the case's names, no objects (the worker
+    loads the workload from ``root`` itself), the size its shape is from and the seed."""
+
+    root: str  # the suites' root folder
+    workload: str
+    size: str
+    shape: str  # Shape.label
+    task: str  # Task.label
+    framework: str
+    variant: str
+    device: str
+    precision: str
+    workers: int
+    strategy: str
+    nodes: int
+    seed: int
+    name: str  # CaseId.name: the case's messages, and the parent's draws (case_run)
+
+    @classmethod
+    def of(cls, cid: CaseId, root: str, size: str, seed: int) -> CaseSpec:
+        """What a worker needs to rebuild ``cid``."""
+        return cls(root=root, workload=cid.workload.name, size=size, shape=cid.shape.label,
+                   task=cid.task.label, framework=cid.framework, variant=cid.variant,
+                   device=cid.device, precision=cid.precision, workers=cid.workers,
+                   strategy=cid.strategy, nodes=cid.nodes, seed=seed, name=cid.name)
 
 Arrays = dict[str, Any]  # name -> NumPy array
 Snapshot = dict[str, Arrays]  # {"params": ..., "state": ...}, NumPy copies
@@ -235,7 +267,7 @@ class Info(Command):
 
 @dataclass(frozen=True)
 class Open(Command):
-    spec: dict[str, Any]  # CaseId.spec: what the worker builds the case from
+    spec: CaseSpec  # what the worker builds the case from
     name: ClassVar[str] = "open"
 
 

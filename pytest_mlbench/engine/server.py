@@ -22,6 +22,7 @@ import numpy as np
 from pytest_mlbench import variants
 from pytest_mlbench.engine import allocator, runners, usage
 from pytest_mlbench.engine.protocol import (
+    CaseSpec,
     Evaluation,
     Fetched,
     Finished,
@@ -41,31 +42,30 @@ from pytest_mlbench.workloads.case import Case, CaseId
 
 
 class CaseServer:
-    def __init__(self, adapter: Any, spec: dict[str, Any], rank: int = 0,
+    def __init__(self, adapter: Any, spec: CaseSpec, rank: int = 0,
                  dp: dict[str, Any] | None = None) -> None:
-        adapter = for_mode(adapter, spec["variant"])  # torch's xla: torch on torch_xla's device
+        adapter = for_mode(adapter, spec.variant)  # torch's xla: torch on torch_xla's device
         self.adapter, self.spec, self.rank = adapter, spec, rank
         self.cache_before = _persistent_cache(adapter)  # the compile cache's counts, so far
-        root = Path(spec["root"])
-        workload = catalogue.load_workload(root / spec["workload"])
-        shape, task = workload.shape(spec["size"], spec["shape"]), workload.task(spec["task"])
-        self.id = CaseId(workload, shape, task, spec["framework"], spec["variant"],
-                         spec["device"], spec["precision"], spec["workers"],
-                         spec["strategy"], spec["nodes"])
-        self.policy = POLICIES[spec["precision"]]
+        root = Path(spec.root)
+        workload = catalogue.load_workload(root / spec.workload)
+        shape, task = workload.shape(spec.size, spec.shape), workload.task(spec.task)
+        self.id = CaseId(workload, shape, task, spec.framework, spec.variant, spec.device,
+                         spec.precision, spec.workers, spec.strategy, spec.nodes)
+        self.policy = POLICIES[spec.precision]
         # per phase: the implementation's own compilations, and every compilation the
         # framework's backend made (eager dispatch's too, where the adapter tells them apart)
         self.compiles: dict[str, int] = {}
         self.backend: dict[str, int] = {}
-        self.where = f"{spec['framework']} {spec['variant']} ({spec['name']})"
+        self.where = f"{spec.framework} {spec.variant} ({spec.name})"
         with self.phase("build"):
-            adapter.setup(spec["device"], self.policy, spec["seed"])
-            inputs, params = data.seeded_start(workload, shape, spec["seed"], self.policy)
+            adapter.setup(spec.device, self.policy, spec.seed)
+            inputs, params = data.seeded_start(workload, shape, spec.seed, self.policy)
             self.digest = data.digest(inputs, params)
             self.case = Case(self.id, adapter, self.policy,
                              {k: adapter.asarray(v) for k, v in inputs.items()},
                              {k: adapter.asarray(v) for k, v in params.items()},
-                             spec["seed"], rank)
+                             spec.seed, rank)
             impl = self._build(root, workload, dp)
             runners.check_protocol(impl, task.kind, self.where)
             stateful = bool(task.optimizer and task.optimizer.slots)
@@ -181,7 +181,7 @@ class CaseServer:
 
     def _probe(self, key: int) -> dict[str, np.ndarray]:
         i = self.id
-        return data.probe(i.workload, i.shape, i.task, self.spec["seed"], key, self.policy,
+        return data.probe(i.workload, i.shape, i.task, self.spec.seed, key, self.policy,
                           self.params64, self.outputs_shape)
 
     def evaluate(self, index: int = 0) -> Evaluation:

@@ -56,6 +56,7 @@ from pytest_mlbench.engine.pools import (
     PoolKey,
     Pools,
 )
+from pytest_mlbench.engine.protocol import CaseSpec
 from pytest_mlbench.errors import Unavailable, Unsupported
 from pytest_mlbench.measuring import schedule
 from pytest_mlbench.measuring.cache_plan import CachePlan
@@ -179,7 +180,7 @@ class Campaign:
                 self._group_done(p, last, timed, done, finished)
             timed, last, finished = runs, (group, begun), states
             for run in runs:
-                self.progress.long_case(p, run.spec["name"], run.round_s, self.rounds_for(run),
+                self.progress.long_case(p, run.spec.name, run.round_s, self.rounds_for(run),
                                         run.compile_s)
             if runs:
                 with self.sheet.phase(p, "timed"):
@@ -388,8 +389,8 @@ class Campaign:
             ctx = self._context(state)
             self._verify_reference(ctx)
             pool = self._pool(state, key)
-            spec = cid.spec(state.lane.side.root or str(state.lane.catalogue.root),
-                            self.plan.size, self.plan.seed)
+            spec = CaseSpec.of(cid, state.lane.side.root or str(state.lane.catalogue.root),
+                               self.plan.size, self.plan.seed)
             # a later pass times at the calls the first pass calibrated (a property of the
             # step, like everything the first pass alone checks)
             known = self._calibration.get(key_of(state.lane.side, cid))
@@ -498,7 +499,7 @@ class Campaign:
                  for name, pair in by_case.items()}
         for run in runs:  # every turn also runs TURN_WARMUP dropped rounds, auditable too
             counts = turns[run.ctx.cid.name]
-            run.audits = schedule.audited_rounds(run.secret, run.spec["name"], p,
+            run.audits = schedule.audited_rounds(run.secret, run.spec.name, p,
                                                  sum(counts) + len(counts) * TURN_WARMUP)
         names = list(by_case)
         for cycle in range(schedule.CYCLES):

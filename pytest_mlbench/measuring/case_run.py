@@ -110,7 +110,7 @@ class PassFacts:
 class CaseRun:
     ctx: phases.Context
     pool: FrameworkPool
-    spec: dict[str, Any]
+    spec: p.CaseSpec
     calls: int  # steps (or calls) per timed round
     audits: set[int] = field(default_factory=set)  # timed round numbers to audit
     handle: int | None = None
@@ -308,7 +308,7 @@ class CaseRun:
         from the parent's secret, after the round has run."""
         if self.train:
             return None
-        rng = data.generator(self.secret, self.spec["name"], "audit-call", str(round_no))
+        rng = data.generator(self.secret, self.spec.name, "audit-call", str(round_no))
         return int(rng.integers(0, self.round_calls.get(round_no, self.calls)))
 
     def _keys(self, calls: int = 0) -> list[int]:
@@ -323,7 +323,7 @@ class CaseRun:
             self.steps_sent += calls or self.calls
             return [data.step_key(self.data_secret, cid.workload, cid.shape, n)
                     for n in range(first, self.steps_sent + 1)]
-        rng = data.generator(self.secret, self.spec["name"], "probe", str(self.sent))
+        rng = data.generator(self.secret, self.spec.name, "probe", str(self.sent))
         return [int(k) for k in rng.integers(1, 2**62, calls or self.calls)]
 
     def _ran(self, r: int, reply: p.RoundRan, keys: list[int]) -> None:
@@ -454,7 +454,7 @@ class CaseRun:
             return [data.step_key(self.data_secret, cid.workload, cid.shape, n)
                     for n in range(first, self.steps_sent + 1)]
         self.sent += 1
-        rng = data.generator(self.secret, self.spec["name"], "bare", str(self.sent))
+        rng = data.generator(self.secret, self.spec.name, "bare", str(self.sent))
         return [int(k) for k in rng.integers(1, 2**62, calls)]
 
     def _fetch(self, numbers: Sequence[int]) -> None:
@@ -466,7 +466,7 @@ class CaseRun:
         so never learns that a pass's audits are spent and the rounds left are unread."""
         chosen = [r for r in sorted(self.audits) if r in numbers]
         if not chosen:
-            rng = data.generator(self.secret, self.spec["name"], "decoy", str(numbers[0]))
+            rng = data.generator(self.secret, self.spec.name, "decoy", str(numbers[0]))
             chosen = [int(rng.choice(numbers))]
         wanted: dict[int, int | None] = {}
         for r in chosen:

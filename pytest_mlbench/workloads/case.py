@@ -1,5 +1,6 @@
 """One benchmark case: what collection knows (CaseId: cheap, no framework imported, sent to
-workers by name) and what an implementation's build(case) receives in its worker (Case)."""
+workers by name as an engine/protocol.CaseSpec) and what an implementation's build(case)
+receives in its worker (Case)."""
 
 from __future__ import annotations
 
@@ -56,15 +57,6 @@ class CaseId:
         """Cases compared with each other in one table (Identity.group says the same)."""
         label = self.layout.label
         return f"{self.head} {self.device} {self.precision}" + (f" {label}" if label else "")
-
-    def spec(self, root: str, size: str, seed: int) -> dict[str, Any]:
-        """What a worker needs to rebuild this case: names only, no objects."""
-        return {"root": root, "workload": self.workload.name, "size": size,
-                "shape": self.shape.label, "task": self.task.label,
-                "framework": self.framework, "variant": self.variant, "device": self.device,
-                "precision": self.precision, "workers": self.workers,
-                "strategy": self.strategy, "nodes": self.nodes, "seed": seed,
-                "name": self.name}
 
 
 @dataclass

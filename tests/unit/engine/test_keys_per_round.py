@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from pytest_mlbench import frameworks, load_suite_file
+from pytest_mlbench.engine.protocol import CaseSpec
 from pytest_mlbench.engine.server import CaseServer
 from pytest_mlbench.workloads import catalogue, data
 from pytest_mlbench.workloads.case import CaseId
@@ -37,7 +38,7 @@ def server_of(name: str = "aheadinfer") -> tuple[CaseServer, Any]:
     shape, task = workload.sizes["smoke"][0], workload.all_tasks[0]
     cid = CaseId(workload, shape, task, "numpy", "eager", "cpu", "fp32")
     server = CaseServer(frameworks.load("numpy", frameworks.BUILTIN),
-                        cid.spec(str(CHEATS), "smoke", 0))
+                        CaseSpec.of(cid, str(CHEATS), "smoke", 0))
     return server, server.runner.impl
 
 
@@ -102,7 +103,7 @@ def train_server(name: str = "honest") -> CaseServer:
     shape, task = workload.sizes["smoke"][0], workload.all_tasks[0]
     cid = CaseId(workload, shape, task, "numpy", "eager", "cpu", "fp32")
     return CaseServer(frameworks.load("numpy", frameworks.BUILTIN),
-                      cid.spec(str(CHEATS), "smoke", 0))
+                      CaseSpec.of(cid, str(CHEATS), "smoke", 0))
 
 
 def lin_steps(server: CaseServer, w: np.ndarray, keys: list[int]) -> np.ndarray:

@@ -87,7 +87,7 @@ def _open_mlp(pool: FrameworkPool) -> tuple[int, CaseId]:
     workload = catalogue.load_workload(SUITES / "mlp")
     shape, task = workload.sizes["smoke"][0], workload.all_tasks[0]
     cid = CaseId(workload, shape, task, "numpy", "eager", "cpu", "fp32")
-    return pool.open(cid.spec(str(SUITES), "smoke", 0)), cid
+    return pool.open(p.CaseSpec.of(cid, str(SUITES), "smoke", 0)), cid
 
 
 def test_a_worker_answers_every_case_command_with_its_reply_type() -> None:

@@ -359,7 +359,7 @@ def _open_mlp(pool: FrameworkPool) -> int:
     workload = catalogue.load_workload(SUITES / "mlp")
     shape, task = workload.sizes["smoke"][0], workload.all_tasks[0]
     cid = CaseId(workload, shape, task, "numpy", "eager", "cpu", "fp32")
-    return pool.open(cid.spec(str(SUITES), "smoke", 0))
+    return pool.open(p.CaseSpec.of(cid, str(SUITES), "smoke", 0))
 
 
 def test_an_external_worker_answers_a_case_s_commands_and_leaves_when_closed(session: Any) -> None:

@@ -20,6 +20,7 @@ import pytest
 
 from pytest_mlbench import frameworks
 from pytest_mlbench.engine import runners
+from pytest_mlbench.engine.protocol import CaseSpec
 from pytest_mlbench.engine.server import CaseServer
 from pytest_mlbench.frameworks.numpy_ import NumpyAdapter
 from pytest_mlbench.workloads import catalogue, data
@@ -51,7 +52,7 @@ def server_of(adapter: Any) -> CaseServer:
     workload = catalogue.load_workload(CHEATS / "honest")
     shape, task = workload.sizes["smoke"][0], workload.all_tasks[0]
     cid = CaseId(workload, shape, task, "numpy", "eager", "cpu", "fp32")
-    return CaseServer(adapter, cid.spec(str(CHEATS), "smoke", 0))
+    return CaseServer(adapter, CaseSpec.of(cid, str(CHEATS), "smoke", 0))
 
 
 def keys(server: CaseServer) -> list[int]:
@@ -146,7 +147,7 @@ def test_data_that_are_not_one_set_of_rows_draw_each_group_by_its_own_rows() -> 
     # and a worker selects the same rows on its device for a timed step
     cid = CaseId(workload, shape, workload.all_tasks[0], "numpy", "eager", "cpu", "fp32")
     server = CaseServer(frameworks.load("numpy", frameworks.BUILTIN),
-                        cid.spec(str(CHEATS), "smoke", 0))
+                        CaseSpec.of(cid, str(CHEATS), "smoke", 0))
     fed = server.prepare(12345)
     assert all(np.array_equal(fed[k], batch[k]) for k in batch)
     assert server.round(2, [12345, 777]).steps == 2

@@ -76,7 +76,8 @@ def case_run(pool: FakePool, kind: str = "train", calls: int = 1) -> pipeline.Ca
                           shape=SimpleNamespace(label="s"),
                           workload=SimpleNamespace(name="fake", data_key="", check_steps=3))
     ctx = SimpleNamespace(cid=cid, where="fake", reference=SimpleNamespace(seed=0))
-    run = pipeline.CaseRun(ctx, pool, {"name": "fake"}, calls=calls)  # type: ignore[arg-type]
+    run = pipeline.CaseRun(ctx, pool, SimpleNamespace(name="fake"),  # type: ignore[arg-type]
+                           calls=calls)
     run.handle, run.round_s = 1, 1.0
     return run
 
@@ -313,7 +314,7 @@ def test_a_pass_shares_its_rounds_out_evenly_over_its_turns(
     turns, the side that goes first alternating."""
     campaign = campaign_of(True)
     run = lambda side: SimpleNamespace(  # noqa: E731
-        ctx=SimpleNamespace(cid=SimpleNamespace(name="c")), spec={"name": "c"}, side=side,
+        ctx=SimpleNamespace(cid=SimpleNamespace(name="c")), spec=SimpleNamespace(name="c"), side=side,
         secret=7, seconds=[], audits=set())
     base, head = run("base"), run("head")
     monkeypatch.setattr(campaign, "rounds_for", lambda r: rounds)

@@ -40,6 +40,6 @@ def test_a_gpu_workers_peak_is_an_8192_matmul() -> None:
     adapter = SimpleNamespace(matmul_gflops=lambda dtype, n, repeats: sizes.append(n) or 1.0)
     for device in ("gpu", "cpu"):
         worker = SimpleNamespace(adapter=adapter,
-                                 cases={0: SimpleNamespace(spec={"device": device})})
+                                 cases={0: SimpleNamespace(spec=SimpleNamespace(device=device))})
         FrameworkWorker.peak(worker, p.Peak("bfloat16"))  # type: ignore[arg-type]
     assert sizes == [PEAK_N_GPU, PEAK_N["bfloat16"]] == [8192, 1024]
