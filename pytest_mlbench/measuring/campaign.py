@@ -199,7 +199,7 @@ class Campaign:
         killed under them), not what the cases did."""
         if self.cancelled:
             raise KeyboardInterrupt("the campaign was cancelled")
-        timed = sum(1 for run in runs if run.recorded)
+        timed = sum(1 for run in runs if run.ledger.recorded)
         self.progress.group_done(p, *group, timed, done, verdicts=verdicts(states))
 
     def _untimed_phase(self, finish: Sequence[CaseRun], prepare: Sequence[CaseState],
@@ -372,8 +372,8 @@ class Campaign:
             self._fail(state, exc)
 
     def data_secret(self, p: int) -> int:
-        """Pass ``p``'s data secret (CaseRun.data_secret): one for every case of the pass, so
-        that every framework's timed steps get the same batches and share one reference
+        """Pass ``p``'s data secret (KeySchedule.data_secret): one for every case of the pass,
+        so that every framework's timed steps get the same batches and share one reference
         trajectory; a fresh one each pass, so that no pass's batches are known before it."""
         with self._data_lock:
             return self._data_secrets.setdefault(p, secrets.randbits(63))
@@ -499,7 +499,7 @@ class Campaign:
                  for name, pair in by_case.items()}
         for run in runs:  # every turn also runs TURN_WARMUP dropped rounds, auditable too
             counts = turns[run.ctx.cid.name]
-            run.audits = schedule.audited_rounds(run.secret, run.spec.name, p,
+            run.audits = schedule.audited_rounds(run.schedule.secret, run.spec.name, p,
                                                  sum(counts) + len(counts) * TURN_WARMUP)
         names = list(by_case)
         for cycle in range(schedule.CYCLES):

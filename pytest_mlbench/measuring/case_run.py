@@ -12,11 +12,13 @@ measuring/cache_plan.py). Every pass's timed rounds are audited: every round's r
 checked inside its clock (the framework's own arrays on the device, then one sync), and its
 results copied to NumPy after the clock stopped and kept in the worker, a digest of each sent
 back with the turn;
-which rounds are judged is drawn from a secret only this process holds (CaseRun.secret),
+which rounds are judged is drawn from a secret only this process holds (KeySchedule.secret),
 and they are fetched after their turn and checked against the digests. Inference and
 transform probes, and training steps' batches, are keyed by secrets sent with each round
-(a turn is one Round command a round). The parent times every turn on its own clock and
-judges the worker's account of it (audit.assert_clocks_agree).
+(a turn is one Round command a round): the case's key schedule (measuring/key_schedule.py).
+The parent times every turn on its own clock and judges the worker's account of it
+(audit.assert_clocks_agree); what the rounds did, and the clock, are the case's round ledger
+(measuring/ledger.py).
 The first pass also measures the peak memory and checks loss and gradient where training
 took the parameters; later passes skip those two, which only repeat the first pass's.
 
@@ -27,18 +29,18 @@ what a pass found of its case goes back to the campaign as one value, ``PassFact
 from __future__ import annotations
 
 import math
-import secrets
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar, cast
-
-import numpy as np
+from dataclasses import InitVar, dataclass, field
+from typing import Any, TypeVar
 
 from pytest_mlbench.checking import arithmetic, audit, cores, phases
-from pytest_mlbench.checking.asserts import assert_identical, assert_threads
+from pytest_mlbench.checking.asserts import assert_threads
 from pytest_mlbench.engine import protocol as p
 from pytest_mlbench.engine.pools import FrameworkPool
+from pytest_mlbench.measuring.key_schedule import KeySchedule
+from pytest_mlbench.measuring.ledger import PassTiming, RoundLedger
+from pytest_mlbench.measuring.ranks import agree, agree_kept
 from pytest_mlbench.timesheet import charge, spend
 from pytest_mlbench.workloads import data
 
@@ -56,27 +58,6 @@ CALLS_FACTOR_MAX = 256
 # calls the last one calibrates, until they stop growing (CaseRun.calibrate)
 WARMUP_ROUNDS_MAX = 4
 R = TypeVar("R")
-
-
-@dataclass(frozen=True)
-class RecordedRound:
-    """One recorded timed round: its seconds (the slowest rank's), the cycle of the pass's
-    timed phase it ran in, its page faults (the most of any rank)."""
-
-    seconds: float
-    cycle: int
-    faults: int
-
-
-@dataclass(frozen=True)
-class PassTiming:
-    """A pass's recorded rounds, and the page faults per timed step over them."""
-
-    rounds: tuple[RecordedRound, ...]
-    faults_per_step: float
-    calls: int = 0  # calls a round made (the calibrated count; rounds are recorded per
-    # steps_per_call calls)
-    bare_step_s: float | None = None  # the bare loop's seconds a step (None: not run)
 
 
 @dataclass(frozen=True)
@@ -108,6 +89,10 @@ class PassFacts:
 
 @dataclass
 class CaseRun:
+    """One case in one pass, driven from the parent: its checks, warm-up and timed turns, its
+    audits. The keys its rounds are sent are its ``schedule``'s, what they did its
+    ``ledger``'s."""
+
     ctx: phases.Context
     pool: FrameworkPool
     spec: p.CaseSpec
@@ -117,18 +102,9 @@ class CaseRun:
     round_s: float = 0.0  # the warm-up round's duration: what a round costs
     steps_per_call: int = 0  # the shape's calls a round, which recorded rounds are scaled to
     bare_s: list[float] = field(default_factory=list)  # the bare loop's seconds a call
-    # training: the batch keys of the bare loop's steps made since the last round, and, by
-    # round, those made just before it (its audit replays them from the round before it)
-    pending_bare: list[int] = field(default_factory=list)
-    bare_before: dict[int, list[int]] = field(default_factory=dict)
-    afters: list[float] = field(default_factory=list)  # each timed round's work after it
-    round_seconds: list[float] = field(default_factory=list)  # each timed round's seconds
     checked_step_s: list[float] = field(default_factory=list)
     compile_s: float | None = None
-    kept: dict[int, Any] = field(default_factory=dict)
-    round_calls: dict[int, int] = field(default_factory=dict)  # timed round -> its calls
-    recorded: list[RecordedRound] = field(default_factory=list)
-    rounds_done: int = 0
+    kept: dict[int, Any] = field(default_factory=dict)  # the audited rounds' fetched results
     pinned: dict[str, Any] = field(default_factory=dict)
     heap: dict[str, Any] = field(default_factory=dict)  # the pre-touch (allocator.pretouch)
     full: bool = True  # the first pass: every check, peak memory, the re-check after training
@@ -137,29 +113,20 @@ class CaseRun:
     calibrated: bool = False
     timed: bool = True  # a timed session (False: its rounds are checked, never recorded)
     workers: tuple[dict[str, Any], ...] = ()  # each rank's WorkerInfo as the case opened
-    # the parent's secret for this case in this pass: which rounds it audits, which call of
-    # an audited round, every timed call's probe key. Never sent to the worker; recorded
-    # after the run (``finish``) so the run's audits can be judged again
-    secret: int = field(default_factory=lambda: secrets.randbits(63))
-    serial_of: dict[int, int] = field(default_factory=dict)  # round number -> worker serial
-    digests: dict[int, Any] = field(default_factory=dict)  # round number -> result digest
-    keys: dict[int, list[int]] = field(default_factory=dict)  # round -> probe/batch keys
-    sent: int = 0  # rounds asked of the worker so far (warm-up ones too): keys' index
-    # training: the pass's data secret, which draws every timed step's batch (data.step_key):
-    # one for every case of the pass (the campaign's), so that they share one reference
-    # trajectory; like ``secret`` never sent to a worker, only each round's steps' keys
-    data_secret: int = field(default_factory=lambda: secrets.randbits(63))
-    steps_sent: int = 0  # training steps whose batch keys the worker was sent (or checked)
-    clock: audit.Clock = field(default_factory=audit.Clock)
+    # training: the pass's data secret (Campaign.data_secret: one for every case of the
+    # pass); None: one of the case's own
+    data_secret: InitVar[int | None] = None
+    schedule: KeySchedule = field(init=False)
+    ledger: RoundLedger = field(default_factory=RoundLedger)
+
+    def __post_init__(self, data_secret: int | None) -> None:
+        self.schedule = KeySchedule(self.spec.name, self.ctx.cid)
+        if data_secret is not None:
+            self.schedule.data_secret = data_secret
 
     @property
     def train(self) -> bool:
         return self.ctx.cid.task.kind == "train"
-
-    @property
-    def seconds(self) -> list[float]:
-        """Every recorded round's seconds, in order."""
-        return [r.seconds for r in self.recorded]
 
     def _ask(self, command: p.CaseCommand[R]) -> R:
         """The command's reply, agreed by every rank."""
@@ -227,7 +194,7 @@ class CaseRun:
         times: list[float] = []  # each warm-up round's seconds a call
         self.steps_per_call = self.steps_per_call or self.calls
         for warm_up in range(WARMUP_ROUNDS_MAX if not self.calibrated else 2):
-            keys = self._keys()
+            keys = self.schedule.round_keys(self.calls)
             command: p.CaseCommand[p.RoundRan] = p.Round(self.calls, keys)
             if pin and warm_up == 0:  # also finds the threads that worked and pins them
                 command = p.Learn(p.Round(self.calls, keys), pin=True)
@@ -299,45 +266,20 @@ class CaseRun:
         first = self._ask(p.Steps(1))
         steps = self.ctx.cid.workload.check_steps
         rest = self._ask(p.Steps(steps - 1)) if steps > 1 else None
-        self.steps_sent = steps
+        self.schedule.steps_sent = steps
         self.checked_step_s = list(first.times) + list(rest.times if rest else [])
         return first, rest
 
-    def _audit_call(self, round_no: int) -> int | None:
-        """Training audits the state a round leaves; other kinds one call's output, chosen
-        from the parent's secret, after the round has run."""
-        if self.train:
-            return None
-        rng = data.generator(self.secret, self.spec.name, "audit-call", str(round_no))
-        return int(rng.integers(0, self.round_calls.get(round_no, self.calls)))
-
-    def _keys(self, calls: int = 0) -> list[int]:
-        """Each call's probe key for the next round (inference, transforms), drawn from the
-        parent's secret, or each step's batch key (training: data.step_key, from the pass's
-        data secret): sent with the round, so no probe or batch, and no answer to one, can
-        exist in the worker before (build() cannot compute them ahead)."""
-        self.sent += 1
-        if self.train:
-            cid = self.ctx.cid
-            first = self.steps_sent + 1
-            self.steps_sent += calls or self.calls
-            return [data.step_key(self.data_secret, cid.workload, cid.shape, n)
-                    for n in range(first, self.steps_sent + 1)]
-        rng = data.generator(self.secret, self.spec.name, "probe", str(self.sent))
-        return [int(k) for k in rng.integers(1, 2**62, calls or self.calls)]
-
     def _ran(self, r: int, reply: p.RoundRan, keys: list[int]) -> None:
-        """What the worker said of round ``r``: its serial for it, its digest."""
-        if self.pending_bare:  # the steps a bare loop made between this round and the last
-            self.bare_before[r], self.pending_bare = self.pending_bare, []
-        self.serial_of[r] = reply.serial
-        self.digests[r] = reply.digest
-        self.keys[r] = keys
-        steps = reply.steps
-        if self.train and steps is not None and int(steps) != self.steps_sent:
+        """What the worker said of round ``r``, run on ``keys``; training: its count of steps
+        made, which must be the steps whose batches it was sent."""
+        self.schedule.ran(r, keys)
+        self.ledger.ran(r, reply)
+        sent = self.schedule.steps_sent
+        if self.train and reply.steps is not None and int(reply.steps) != sent:
             raise AssertionError(
-                f"{self.ctx.where}: the worker has made {steps} training step(s) where "
-                f"the harness sent the batches of {self.steps_sent}: the count from the "
+                f"{self.ctx.where}: the worker has made {reply.steps} training step(s) where "
+                f"the harness sent the batches of {sent}: the count from the "
                 "seeded start, and every step's batch, would be wrong")
 
     # -- timed ------------------------------------------------------------------------------
@@ -350,7 +292,7 @@ class CaseRun:
         like any other. One Round command a round, each with its own keys (``follows`` set
         on all but the first): the worker learns a round's probes or batches only as that
         round starts."""
-        first = self.rounds_done + 1
+        first = self.ledger.rounds_done + 1
         total = rounds + discard
         numbers = list(range(first, first + total))
         assert self.handle is not None
@@ -361,8 +303,8 @@ class CaseRun:
             # a dropped round is one call (the worker was just resumed: its first call pays
             # for cold caches, not a whole calibrated round)
             calls = DROPPED_CALLS if i < discard else self.calls
-            keys = self._keys(calls)
-            self.round_calls[r] = calls
+            keys = self.schedule.round_keys(calls)
+            self.ledger.round_calls[r] = calls
             began = time.perf_counter()  # the parent's own clock (audit.assert_clocks_agree)
             part = self.pool.case(
                 self.handle, p.Round(calls, keys, follows=i > 0, ends=i == total - 1),
@@ -375,60 +317,30 @@ class CaseRun:
         # the turn is the caller's "turns"; its rounds' own seconds are charged apart
         charge("timed", sum(seconds[discard:]), instead_of="turns")
         charge("dropped", sum(seconds[:discard]), instead_of="turns")
-        ranks = list(zip(*parts, strict=True))  # each rank's replies to the turn's rounds
-        self._clocked(took, parts, seconds, discard=discard)
-        self._judge_cores(ranks, numbers)
+        self.ledger.clocked(took, parts, seconds, discard=discard,
+                            bounded=self.ctx.cid.device == "cpu")
+        self._judge_cores(list(zip(*parts, strict=True)), numbers)
         with spend("audits"):
             self._fetch(numbers)
         # the turn's first round alone re-pre-touches (one that ``follows`` does not)
         self._pretouched_again([r.pretouched for r in parts[0] if r.pretouched])
         # recorded as the seconds of the shape's steps_per_call calls (Measure's unit)
         scale = self.steps_per_call / self.calls if self.steps_per_call else 1.0
-        self.recorded += [RecordedRound(s * scale, cycle, f)
-                          for s, f in zip(seconds[discard:], faults[discard:], strict=True)]
-        self.rounds_done += total
+        self.ledger.record(seconds, faults, discard=discard, cycle=cycle, scale=scale)
         return seconds[discard:]
-
-    def _clocked(self, took: float, parts: Sequence[Sequence[p.RoundRan]],
-                 seconds: Sequence[float], discard: int = 0) -> None:
-        """The turn on the parent's clock beside the worker's account of it (``parts``: each
-        round's replies, one a rank; each round a Round command, a message there and back)."""
-        ranks = list(zip(*parts, strict=True))
-        clock = self.clock
-        # per round, the slowest rank's: the rounds' own seconds and the work after them
-        afters = [[r.after for r in part] for part in parts]
-        if all(a is not None for part in afters for a in part):
-            # full rounds only: a dropped round's one call leaves one call's work after it
-            self.afters += [max(float(a or 0.0) for a in part) for part in afters][discard:]
-            self.round_seconds += list(seconds[discard:])
-            clock = replace(clock, after_s=float(np.median(self.afters)),
-                            round_median_s=float(np.median(self.round_seconds)))
-        self.clock = replace(
-            clock, commands=clock.commands + len(parts), parent_s=clock.parent_s + took,
-            worker_s=clock.worker_s + max(sum(float(r.span) for r in rank) for rank in ranks),
-            # each worker's own rounds, which fit its own span: the rounds' maxima over a
-            # parallel case's ranks (``seconds``) may add up to more than any one rank's span
-            # when the ranks enter their rounds a little apart (a dp-w2 case on a busy host
-            # summed 0.2218 s of maxima against 0.2093 s of span, read as a clock going back)
-            timed_s=clock.timed_s + max(sum(float(r.seconds) for r in rank) for rank in ranks),
-            turns=clock.turns + 1, rounds=clock.rounds + len(seconds),
-            outside_s=clock.outside_s + max(sum(float(r.outside) for r in rank)
-                                            for rank in ranks),
-            after_bounded=self.ctx.cid.device == "cpu")
 
     def _judge_cores(self, ranks: Sequence[Sequence[p.RoundRan]],
                      numbers: Sequence[int]) -> None:
-        """The turn's cores used and the controls its workers hold (checking/cores.py);
-        the largest ratio of cores used to the case's threads, and the most threads and
-        processes held new, kept; what reading them cost the worker, charged."""
+        """The turn's cores used and the controls its workers hold (checking/cores.py;
+        ``ranks``: each rank's replies to its rounds); the largest ratio of cores used to the
+        case's threads, and the most threads and processes held new, kept; what reading them
+        cost the worker, charged."""
         charge("cores", max(sum(r.usage_s for r in rank) for rank in ranks), instead_of="turns")
         ratio = cores.assert_turn(ranks, numbers, threads=self.expected_threads(),
                                   device=self.ctx.cid.device, where=self.ctx.where)
         held = max(len(u.new_threads) + len(u.new_processes) if (u := rank[-1].usage) else 0
                    for rank in ranks)
-        clock = self.clock
-        self.clock = replace(clock, cores_ratio=max(clock.cores_ratio or 0.0, ratio),
-                             held_new=max(clock.held_new or 0, held))
+        self.ledger.cores(ratio, held)
 
     def bare_loop(self) -> None:
         """The built step in a plain loop, right after a turn (the worker warm, alone on the
@@ -438,24 +350,9 @@ class CaseRun:
         the figure over a main job). Informative, never audited: the record's ``overhead``
         is the figure over it."""
         assert self.handle is not None
-        keys = self._bare_keys(self.calls)
-        if self.train:  # steps the next round's audit replays from the round before it
-            self.pending_bare += keys
+        keys = self.schedule.bare_keys(self.calls)
         replies = self.pool.case(self.handle, p.BareLoop(keys))
         self.bare_s.append(max(float(s.value) for s in replies))
-
-    def _bare_keys(self, calls: int) -> list[int]:
-        """Each call's key for a bare loop of ``calls`` calls, drawn as a round's are
-        (training: the next steps' batch keys, which the worker counts as steps)."""
-        if self.train:
-            cid = self.ctx.cid
-            first = self.steps_sent + 1
-            self.steps_sent += calls
-            return [data.step_key(self.data_secret, cid.workload, cid.shape, n)
-                    for n in range(first, self.steps_sent + 1)]
-        self.sent += 1
-        rng = data.generator(self.secret, self.spec.name, "bare", str(self.sent))
-        return [int(k) for k in rng.integers(1, 2**62, calls)]
 
     def _fetch(self, numbers: Sequence[int]) -> None:
         """After every turn, the results of its audited rounds (training: and of the round
@@ -464,14 +361,12 @@ class CaseRun:
         an audited round fetches one round all the same, drawn from the secret (a decoy,
         its digest checked, never judged): every turn looks alike from the worker, which
         so never learns that a pass's audits are spent and the rounds left are unread."""
-        chosen = [r for r in sorted(self.audits) if r in numbers]
-        if not chosen:
-            rng = data.generator(self.secret, self.spec.name, "decoy", str(numbers[0]))
-            chosen = [int(rng.choice(numbers))]
+        chosen = [r for r in sorted(self.audits) if r in numbers] or [
+            self.schedule.decoy(numbers)]
         wanted: dict[int, int | None] = {}
         for r in chosen:
             wanted[r] = self._audit_call(r)
-            if self.train and r - 1 in self.serial_of:
+            if self.train and r - 1 in self.ledger.serial_of:
                 wanted.setdefault(r - 1, None)
         found = self._fetch_rounds(wanted)
         keep = {r for r in chosen if r in self.audits}
@@ -484,9 +379,10 @@ class CaseRun:
         assert self.handle is not None
         # by how many rounds each is behind the latest: the same on every rank (a pinning
         # warm-up repeats its round a number of times each rank chooses for itself)
-        latest = max(self.serial_of.values())
+        serial_of = self.ledger.serial_of
+        latest = max(serial_of.values())
         order = sorted(wanted)
-        ask = [(latest - self.serial_of[r], wanted[r]) for r in order]
+        ask = [(latest - serial_of[r], wanted[r]) for r in order]
         replies = self.pool.case(self.handle, p.Fetch(ask))
         by_round = [dict(zip(order, reply.results, strict=True)) for reply in replies]
         for r, found in by_round[0].items():
@@ -498,10 +394,10 @@ class CaseRun:
         began = time.perf_counter()
         if call is None:
             digest = data.digest(found["params"], found["state"])
-            sent = self.digests[r]
+            sent = self.ledger.digests[r]
         else:
             digest = data.digest(found if isinstance(found, Mapping) else {"": found})
-            sent = self.digests[r][call]
+            sent = self.ledger.digests[r][call]
         self._round_work(r, call, time.perf_counter() - began)
         if digest != sent:
             raise AssertionError(
@@ -533,13 +429,14 @@ class CaseRun:
             done = self._ask(p.Finish(self.full, profile=self.timed))
             phases.check_finish(self.ctx, done)
         self.compile_s = done.compile_s
+        ledger = self.ledger
         return PassFacts(
             full=self.full, workers=self.workers, pinned=self.pinned, heap=self.heap,
-            timing=self._timing(),
-            audited_rounds=tuple(sorted(r for r in self.audits if r <= self.rounds_done)),
-            uncounted_rounds=tuple(uncounted), audit_secret=self.secret,
-            data_secret=self.data_secret,
-            clock=self.clock, compiles=done.compiles, census=done.census,
+            timing=ledger.timing(self.calls, self.bare_s) if self.timed else None,
+            audited_rounds=tuple(sorted(r for r in self.audits if r <= ledger.rounds_done)),
+            uncounted_rounds=tuple(uncounted), audit_secret=self.schedule.secret,
+            data_secret=self.schedule.data_secret,
+            clock=ledger.clock, compiles=done.compiles, census=done.census,
             arithmetic=dict(self.ctx.arithmetic), resident=done.resident,
             collectives=done.collectives,
             compile_s=self.compile_s if self.full else None,
@@ -551,7 +448,7 @@ class CaseRun:
     def _controls_kept(self) -> None:
         """Every thread control the framework reports, read in full again after timing,
         as the session set it (checking/cores.py; each turn read the cheap ones)."""
-        if self.rounds_done < 1:
+        if self.ledger.rounds_done < 1:
             return
         for before, info in zip(self.workers, self.pool.worker_info(), strict=True):
             cores.assert_controls_kept(before["threads"], info.threads, self.expected_threads(),
@@ -562,35 +459,25 @@ class CaseRun:
         whose count from the seeded start could not be read."""
         uncounted = []  # rounds whose count from the start could not be read (checking/audit.py)
         for r in sorted(self.audits):
-            if r <= self.rounds_done:
-                before = self.kept.get(r - 1)
-                call = self._audit_call(r)
-                key = None if call is None else self.keys[r][call]
-                extra = self.bare_before.get(r, [])  # a bare loop's steps since r - 1
-                batches = [*extra, *self.keys[r]] if self.train and r in self.keys else None
-                calls = self.round_calls.get(r, self.calls) + len(extra)
-                if audit.audit(self.ctx, r, calls, before, self.kept[r], call,
-                               key, batches, self.data_secret):
+            if r <= self.ledger.rounds_done:
+                found = self.schedule.audited(r, self.ledger.round_calls.get(r, self.calls))
+                if audit.audit(self.ctx, r, found.calls, self.kept.get(r - 1), self.kept[r],
+                               found.call, found.key, found.batches,
+                               self.schedule.data_secret):
                     uncounted.append(r)
         self._count_final(uncounted)
         if self.timed:
-            audit.assert_clocks_agree(self.clock, where=self.ctx.where)
+            audit.assert_clocks_agree(self.ledger.clock, where=self.ctx.where)
         else:
             # nothing is timed or reported, and the parent's clock is not the turn's alone:
             # its other threads run tests and jobs beside it (a turn of 12 ms on the worker's
             # clock took 391 ms on the parent's in a loaded test line)
-            self.clock = replace(self.clock, not_judged="a session that times nothing")
+            self.ledger.not_judged("a session that times nothing")
         return uncounted
 
-    def _timing(self) -> PassTiming | None:
-        """The pass's recorded rounds, in a timed session that recorded any."""
-        if not (self.timed and self.recorded):
-            return None
-        steps = len(self.recorded) * self.calls
-        faults = sum(r.faults for r in self.recorded)
-        bare = float(np.median(self.bare_s)) if self.bare_s else None
-        return PassTiming(tuple(self.recorded), faults / steps if steps else 0.0, self.calls,
-                          bare)
+    def _audit_call(self, r: int) -> int | None:
+        """The call of round ``r`` its audit judges (None: training, the state it left)."""
+        return self.schedule.audit_call(r, self.ledger.round_calls.get(r, self.calls))
 
     def _round_work(self, r: int, call: int | None, digest_s: float) -> None:
         """What the harness's own work between two rounds costs, as this process does it:
@@ -600,23 +487,24 @@ class CaseRun:
         work = digest_s
         if call is not None:
             began = time.perf_counter()
-            phases.probe_of(self.ctx, self.keys[r][call])
+            phases.probe_of(self.ctx, self.schedule.keys[r][call])
             work = (digest_s + time.perf_counter() - began) * self.calls
-        self.clock = replace(self.clock, round_work_s=max(self.clock.round_work_s, work))
+        self.ledger.round_work(work)
 
     def _count_final(self, uncounted: list[int]) -> None:
         """Training: the state the pass's last round left, counted from the seeded start
         (audit.audit_step_count, as far as the reference is affordable): an implementation
         that falls behind the work it reports after any step shows there, whichever rounds
         were audited. Fetched after the last turn, when nothing is left to hide."""
-        last = self.rounds_done
-        if not self.train or last < 1 or last in self.audits or last not in self.serial_of:
+        last = self.ledger.rounds_done
+        if (not self.train or last < 1 or last in self.audits
+                or last not in self.ledger.serial_of):
             return
         self.kept.update(self._fetch_rounds({last: None}))
         label = (f"{self.ctx.where} the state after the pass's last timed round {last} "
                  "(counted at the end of the pass):")
         if audit.audit_step_count(self.ctx, self.kept[last], where=label,
-                                  secret=self.data_secret):
+                                  secret=self.schedule.data_secret):
             uncounted.append(last)
 
     def close(self) -> None:
@@ -633,58 +521,3 @@ def calibrated_calls(steps_per_call: int, round_s: float) -> int:
     CALIBRATED_ROUND_S, at most CALLS_FACTOR_MAX."""
     factor = math.ceil(CALIBRATED_ROUND_S / max(round_s, 1e-9))
     return steps_per_call * min(max(factor, 1), CALLS_FACTOR_MAX)
-
-
-def agree(values: Sequence[R], where: str) -> R:
-    """One reply from a pool's ranks. Parameters, states and gradients must be identical on
-    every rank (a broken reduction lets replicas drift); losses are each rank's shard mean,
-    averaged (equal shards: the global mean); times are the slowest rank's."""
-    first = values[0]
-    if len(values) == 1:
-        return first
-    for rank, other in enumerate(values[1:], start=1):
-        _same(first, other, f"{where} rank {rank} vs rank 0")
-    agreed: Any = first
-    if isinstance(first, p.Stepped):
-        steps = cast(Sequence[p.Stepped], values)
-        agreed = replace(first, losses=list(np.mean([v.losses for v in steps], axis=0)),
-                         times=list(np.max([v.times for v in steps], axis=0)))
-    elif isinstance(first, p.Gradient):
-        grads = cast(Sequence[p.Gradient], values)
-        agreed = replace(first, loss=np.mean([v.loss for v in grads]))
-    elif isinstance(first, p.Finished):
-        done = cast(Sequence[p.Finished], values)
-        if first.trained is not None:
-            agreed = replace(first, trained=agree([v.trained for v in done],
-                                                  f"{where} after timing"))
-        if first.resident is not None:  # each rank's own workers, in rank order
-            agreed = replace(agreed, resident={
-                k: [b for v in done for b in (v.resident or {}).get(k, [])]
-                for k in first.resident})
-        if first.collectives is not None:
-            agreed = replace(agreed, collectives=[s for v in done for s in v.collectives or []])
-    return cast(R, agreed)
-
-
-def _same(a: object, b: object, where: str) -> None:
-    """Rank ``b``'s parameters (and gradients) are rank ``a``'s, bit for bit."""
-    mine, theirs = _snapshot(a), _snapshot(b)
-    if mine is not None and theirs is not None:
-        assert_identical(theirs["params"], mine["params"], where=f"{where} params")
-    if isinstance(a, p.Gradient) and isinstance(b, p.Gradient):
-        assert_identical(b.grads, a.grads, where=f"{where} gradients")
-
-
-def _snapshot(reply: object) -> p.Snapshot | None:
-    return reply.snapshot if isinstance(reply, p.Started | p.Stepped | p.Finished) else None
-
-
-def agree_kept(replies: Sequence[Mapping[int, Any]], where: str) -> dict[int, Any]:
-    """Each rank's kept results of the same rounds; training states identical on every rank."""
-    kept = dict(replies[0])
-    for rank, reply in enumerate(replies[1:], start=1):
-        for r, snap in reply.items():
-            if isinstance(snap, Mapping) and "params" in snap:
-                assert_identical(snap["params"], kept[r]["params"],
-                                 where=f"{where} rank {rank} vs rank 0 after timed round {r}")
-    return kept

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_mlbench.checking.asserts import assert_plausible
-from pytest_mlbench.measuring.case_run import PassFacts, PassTiming
+from pytest_mlbench.measuring.case_run import PassFacts
+from pytest_mlbench.measuring.ledger import PassTiming
 from pytest_mlbench.measuring.plan import Lane, Plan, Side
 from pytest_mlbench.precision import POLICIES
 from pytest_mlbench.storing.record import Identity, Measure, Record

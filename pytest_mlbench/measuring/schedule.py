@@ -52,9 +52,9 @@ def cycle_order(seed: int, p: int, cycle: int, cases: int) -> np.ndarray:
 
 def audited_rounds(secret: int, name: str, p: int, total: int) -> set[int]:
     """Which of a pass's ``total`` rounds (numbered from 1, dropped ones too) are audited:
-    drawn from the parent's secret for the case and pass (case_run.CaseRun.secret, never
-    sent to a worker, recorded after the run), so an implementation cannot tell them from
-    the others, not even by computing them from the session's seed."""
+    drawn from the parent's secret for the case and pass (key_schedule.KeySchedule.secret,
+    never sent to a worker, recorded after the run), so an implementation cannot tell them
+    from the others, not even by computing them from the session's seed."""
     rng = data.generator(secret, name, "audit", str(p))
     count = min(total, 1 + total // AUDIT_EVERY)
     return {int(r) for r in rng.choice(range(1, total + 1), count, replace=False)}

@@ -4,8 +4,8 @@ for every framework, and a digest of those bytes for the record.
 Timed calls of inference and transforms take a fresh probe each (an input batch, a tangent or
 cotangent), drawn from a Generator keyed by the call's probe key: 0 for the checks before
 timing; for a timed call, a secret the parent draws and sends as the call's turn starts
-(case_run.CaseRun._keys), so no implementation can cache a result across calls or compute
-one ahead in build(). The same key gives every framework the same probe bytes.
+(key_schedule.KeySchedule.round_keys), so no implementation can cache a result across calls
+or compute one ahead in build(). The same key gives every framework the same probe bytes.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from pytest_mlbench.engine.pools import PoolKey, Side
 from pytest_mlbench.measuring import case_run as pipeline
 from pytest_mlbench.measuring import schedule
 from pytest_mlbench.measuring.campaign import Campaign, Lane, Plan
+from pytest_mlbench.measuring.ledger import RecordedRound, RoundLedger
 from pytest_mlbench.workloads import catalogue, data
 from pytest_mlbench.workloads.case import CaseId
 
@@ -87,11 +88,11 @@ def test_each_turn_drops_its_first_round_and_records_the_rest() -> None:
     run = case_run(pool)
     assert run.turn(3) == [1.0, 1.0, 1.0]
     assert run.turn(2) == [1.0, 1.0]
-    assert run.seconds == [1.0] * 5 and 10.0 not in run.seconds
+    assert run.ledger.seconds == [1.0] * 5 and 10.0 not in run.ledger.seconds
     # rounds are numbered through the dropped ones: 1-4, then 5-7, one command each
     assert pool.turns == [[1, 2, 3, 4], [5, 6, 7]]
     assert pool.calls == list(range(1, 8))
-    assert run.rounds_done == 7
+    assert run.ledger.rounds_done == 7
 
 
 def test_each_round_gets_its_probe_keys_only_in_its_own_command() -> None:
@@ -108,7 +109,7 @@ def test_each_round_gets_its_probe_keys_only_in_its_own_command() -> None:
     assert [len(k) for k in pool.keys] == [1, 3, 3, 3, 1, 3, 3]
     flat = [key for keys in pool.keys for key in keys]
     assert len(set(flat)) == len(flat) and 0 not in flat
-    assert [run.keys[r] for r in range(1, 8)] == pool.keys
+    assert [run.schedule.keys[r] for r in range(1, 8)] == pool.keys
 
 
 def test_a_dropped_round_can_be_audited_like_any_other() -> None:
@@ -279,7 +280,7 @@ def test_the_progress_line_counts_the_cases_that_recorded_timed_rounds(
     """Not the cases prepared: a GPU session cut in its untimed phase said "9 case(s)
     checked and timed" with nothing timed."""
     def one_timed(runs: list[pipeline.CaseRun], campaign: Campaign) -> None:
-        runs[0].recorded.append(pipeline.RecordedRound(0.1, 0, 0))
+        runs[0].ledger.recorded.append(RecordedRound(0.1, 0, 0))
 
     campaign, lines = pass_of_one_group(monkeypatch, one_timed)
     campaign._pass(0)
@@ -314,8 +315,8 @@ def test_a_pass_shares_its_rounds_out_evenly_over_its_turns(
     turns, the side that goes first alternating."""
     campaign = campaign_of(True)
     run = lambda side: SimpleNamespace(  # noqa: E731
-        ctx=SimpleNamespace(cid=SimpleNamespace(name="c")), spec=SimpleNamespace(name="c"), side=side,
-        secret=7, seconds=[], audits=set())
+        ctx=SimpleNamespace(cid=SimpleNamespace(name="c")), spec=SimpleNamespace(name="c"),
+        side=side, schedule=SimpleNamespace(secret=7), seconds=[], audits=set())
     base, head = run("base"), run("head")
     monkeypatch.setattr(campaign, "rounds_for", lambda r: rounds)
     taken: list[tuple[str, int]] = []
@@ -357,12 +358,12 @@ def test_audited_rounds_replay_from_the_secret_and_grow_with_the_rounds() -> Non
 
 
 def test_each_case_run_draws_its_own_secret_which_the_worker_never_receives() -> None:
-    """The audited rounds come from a secret drawn in the parent (pipeline.CaseRun.secret),
+    """The audited rounds come from a secret drawn in the parent (KeySchedule.secret),
     not from the session's seed a worker knows; no command sent to the worker carries it,
     the round numbers, or which rounds are audited."""
     pool = FakePool()
     runs = [case_run(pool) for _ in range(2)]
-    assert runs[0].secret != runs[1].secret
+    assert runs[0].schedule.secret != runs[1].schedule.secret
     runs[0].audits = {2}
     runs[0].turn(3)
     assert pool.turns == [[1, 2, 3, 4]] and pool.fetched == [[1, 2]]  # after the turn
@@ -434,13 +435,14 @@ def test_ranks_entering_their_rounds_apart_are_not_read_as_a_clock_going_back() 
         return SimpleNamespace(seconds=seconds, span=span, outside=0.0, after=0.0)
 
     # two rounds, each replied to by two ranks: their seconds 0.10 and 0.05, then 0.05 and 0.10
-    apart = case_run(FakePool())
-    apart._clocked(0.25, [[rank(0.10, 0.08), rank(0.05, 0.08)],
-                          [rank(0.05, 0.08), rank(0.10, 0.08)]], [0.10, 0.10])
+    apart = RoundLedger()
+    apart.clocked(0.25, [[rank(0.10, 0.08), rank(0.05, 0.08)],  # type: ignore[list-item]
+                         [rank(0.05, 0.08), rank(0.10, 0.08)]], [0.10, 0.10])
     assert apart.clock.timed_s == pytest.approx(0.15)  # each rank's own, not 0.20
     audit.assert_clocks_agree(apart.clock, where="fake")
-    back = case_run(FakePool())
-    back._clocked(0.25, [[rank(0.10, 0.08)], [rank(0.10, 0.08)]], [0.10, 0.10])
+    back = RoundLedger()
+    back.clocked(0.25, [[rank(0.10, 0.08)], [rank(0.10, 0.08)]],  # type: ignore[list-item]
+                 [0.10, 0.10])
     with pytest.raises(AssertionError, match="the clock is not monotonic"):
         audit.assert_clocks_agree(back.clock, where="fake")
 
@@ -452,7 +454,7 @@ def test_each_training_round_gets_the_batch_keys_of_its_own_steps_only() -> None
     share a reference trajectory, and another pass gets others."""
     pool = FakePool()
     run = case_run(pool, calls=2)
-    run.data_secret, run.steps_sent = 7, 3  # after the 3 checked steps
+    run.schedule.data_secret, run.schedule.steps_sent = 7, 3  # after the 3 checked steps
     run.turn(2)
     keys = pool.keys
     assert [len(k) for k in keys] == [1, 2, 2]  # the dropped round: one step
@@ -524,15 +526,16 @@ def test_a_bare_loop_after_a_turn_is_replayed_by_the_next_rounds_audit() -> None
     left, so its audit replays them from the round before: the loop's keys, then its own."""
     pool = FakePool()
     run = case_run(pool, calls=2)
-    run.data_secret = 7
+    run.schedule.data_secret = 7
     run.turn(1)
     run.bare_loop()
     run.turn(1)
     (bare,) = pool.bare
     assert len(bare) == 2 and run.bare_s == [0.5]
-    assert run.bare_before == {3: bare}  # rounds 1-2 the first turn, 3 the next one's first
+    # rounds 1-2 the first turn, 3 the next one's first
+    assert run.schedule.bare_before == {3: bare}
     # two turns of a dropped round (one step) and a recorded one (two), the loop's two
-    assert run.steps_sent == 2 * (1 + 2) + 2
+    assert run.schedule.steps_sent == 2 * (1 + 2) + 2
 
 
 def test_a_turns_dropped_round_makes_one_call_not_a_calibrated_rounds() -> None:
@@ -544,7 +547,7 @@ def test_a_turns_dropped_round_makes_one_call_not_a_calibrated_rounds() -> None:
     run.steps_per_call = 2
     run.turn(2)
     assert [len(k) for k in pool.keys] == [1, 8, 8]
-    assert run.round_calls == {1: 1, 2: 8, 3: 8} and run.steps_sent == 17
+    assert run.ledger.round_calls == {1: 1, 2: 8, 3: 8} and run.schedule.steps_sent == 17
 
 
 class Preparing(FakePool):

@@ -14,9 +14,11 @@ import pytest
 
 from pytest_mlbench.checking import audit
 from pytest_mlbench.engine import protocol as p
-from pytest_mlbench.measuring.case_run import PassFacts, PassTiming, RecordedRound, agree
+from pytest_mlbench.measuring.case_run import PassFacts
+from pytest_mlbench.measuring.ledger import PassTiming, RecordedRound
 from pytest_mlbench.measuring.outcome import CaseState, outcome_of
 from pytest_mlbench.measuring.plan import Lane, Plan, Side
+from pytest_mlbench.measuring.ranks import agree
 from pytest_mlbench.workloads import catalogue
 from pytest_mlbench.workloads.case import CaseId
 
