@@ -2,8 +2,8 @@
 
 The parent (measuring/case_run.py) drives it phase by phase: ``start`` (what the implementation starts
 from), ``evaluate`` (loss and gradient, or the first probe's result), ``steps`` (checked
-training steps), ``round`` (timed rounds, every one's results kept alike until the next
-command, a digest of each sent back), ``fetch`` (the kept results the parent audits, chosen
+training steps), ``round`` (one timed round, its results kept alike with the rest of its
+turn's, a digest sent back), ``fetch`` (the kept results the parent audits, chosen
 after the turn), ``finish`` (what training and timing left behind). Every command reports
 the compilations it caused, attributed to its phase, which is how "eager means eager" and
 "nothing compiles while timed" are checked. Errors in the implementation are sent back as
