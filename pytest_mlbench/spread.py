@@ -27,8 +27,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize, special
-from scipy import stats as scipy_stats
+from scipy import special  # not scipy.stats nor scipy.optimize at import: see between()
 
 PRIOR_MIN = 5  # figures with a spread below which a run's prior is not fitted
 
@@ -159,11 +158,14 @@ def between_runs(diffs: Sequence[float], variances: Sequence[float], dfs: Sequen
     def excess(tau2: float) -> float:
         z = (d - np.median(d)) / np.sqrt(v + tau2)
         # t's quantile grows with its df: the median of the cases' is that of the median df
-        chance = scipy_stats.t.ppf(0.75, float(np.median(df * (1 + tau2 / v) ** 2)))
+        chance = special.stdtrit(float(np.median(df * (1 + tau2 / v) ** 2)), 0.75)  # t.ppf
         return float(np.median(np.abs(z - np.median(z)))) - float(chance)
 
     free = float(max((units or len(d)) - 1, 1))
     if excess(0.0) <= 0:
         return 0.0, free
     high = 4 * (float(np.median(np.abs(d - np.median(d)))) / 0.6745) ** 2 + float(v.max())
+    # imported here: scipy.optimize (and scipy.stats) cost a second of CPU to import, paid by
+    # every pytest session that loads the campaign (this module comes with storing/record.py)
+    from scipy import optimize
     return float(optimize.brentq(excess, 0.0, high, xtol=1e-10)), free
