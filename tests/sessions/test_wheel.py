@@ -5,7 +5,7 @@ beside the committed baseline by ``report --machines`` with the control matmuls 
 benchmark gives.
 
 Offline and quick: the wheel is built without build isolation by this environment's
-setuptools from a copy of the files it ships, installed with ``--no-deps``, and the new
+setuptools (its PEP 517 hook, as pip calls it) from a copy of the files it ships, installed with ``--no-deps``, and the new
 environment reads this one's other packages (pytest, NumPy, the frameworks) through a folder
 of links to them, each but this package's own installed copy.
 """
@@ -46,8 +46,10 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
                             ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
         else:
             shutil.copy2(REPO / name, source / name)
-    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-        "-q", "-w", base / "dist", source, cwd=base, env=dict(os.environ))
+    # the PEP 517 hook that `pip wheel --no-build-isolation` calls, without pip's own second
+    # of start-up and checks
+    run(sys.executable, "-c", "import sys; from setuptools import build_meta; "
+        "build_meta.build_wheel(sys.argv[1])", base / "dist", cwd=source, env=dict(os.environ))
     (found,) = (base / "dist").glob("pytest_mlbench-*.whl")
     return found
 
