@@ -23,7 +23,8 @@ from typing import Any
 
 from pytest_mlbench.tables import render
 
-__all__ = ["ACTIVITIES", "HARNESS", "PHASES", "Timesheet", "account", "charge", "spend"]
+__all__ = ["ACTIVITIES", "HARNESS", "PHASES", "UNRECORDED", "Timesheet", "account", "charge",
+           "spend"]
 
 # what a run's seconds are spent on, in the order they are shown
 ACTIVITIES: dict[str, str] = {
@@ -32,7 +33,8 @@ ACTIVITIES: dict[str, str] = {
     "compile": "compilation (first calls)",
     "references": "float64 references (oracle, trajectories)",
     "checks_before": "checks before timing",
-    "warmup": "warm-up rounds and heap pre-touch",
+    "warmup": "warm-up rounds (calibration in the first pass)",
+    "pretouch": "heap pre-touch (a fresh process's memory faulted in)",
     "peaks": "matmul peaks",
     "timed": "timed rounds (recorded)",
     "dropped": "timed rounds (dropped)",
@@ -50,6 +52,10 @@ PHASES: dict[str, str] = {
     "timed": "timed phases (alone)",
 }
 HARNESS = "-"  # the account of work no framework's: the host probe, the peaks' bookkeeping
+# a timed pass's work on rounds it does not record (warm-up and calibration, each turn's
+# dropped round, the turns' messages, digests and bare loops, reading the cores, the audits),
+# set beside the rounds it records ("timed")
+UNRECORDED = ("warmup", "dropped", "turns", "cores", "audits")
 
 
 @dataclass
@@ -224,6 +230,12 @@ def lines(sheet: Mapping[str, Any]) -> list[str]:
     rows.append(["(all activities, jobs side by side)",
                  *(f"{sum(b.values()):.1f}" for b in by_pass),
                  f"{sum(sum(b.values()) for b in by_pass):.1f}"])
+    recorded = [b.get("timed", 0.0) for b in by_pass]
+    if any(recorded):
+        unrecorded = [sum(b.get(w, 0.0) for w in UNRECORDED) for b in by_pass]
+        rows.append(["timed work not recorded, over recorded",
+                     *(_ratio(u, r) for u, r in zip(unrecorded, recorded, strict=True)),
+                     _ratio(sum(unrecorded), sum(recorded))])
     for what, label in PHASES.items():
         walls = [float(p.get("phases", {}).get(what, 0.0)) for p in passes]
         if any(walls):
@@ -235,6 +247,10 @@ def lines(sheet: Mapping[str, Any]) -> list[str]:
     rows = [[harness if fw == HARNESS else fw, *(f"{spent.get(w, 0.0):.1f}" for w in used),
              f"{sum(spent.values()):.1f}"] for fw, spent in sorted(per_fw.items())]
     return [*out, "", *render(header, rows)]
+
+
+def _ratio(unrecorded: float, recorded: float) -> str:
+    return f"{unrecorded / recorded:.2f}" if recorded else "-"
 
 
 def empty_passes(sheet: Mapping[str, Any]) -> list[int]:

@@ -522,9 +522,9 @@ class Campaign:
                     self._activate(run.pool)
                 try:
                     run.turn(count, discard, cycle)
-                    # the same step in a plain loop too, after every other turn (three
-                    # moments of a pass, half the recorded rounds' cost), and after the
-                    # last turn of a case that had no such turn
+                    # the same step in a plain loop too, after every BARE_EVERY-th turn
+                    # (two moments of a pass, a third of the recorded rounds' cost), and
+                    # after the last turn of a case that had no such turn
                     due = cycle % BARE_EVERY == BARE_EVERY - 1 or (last and not run.bare_s)
                     if self.plan.timing and alone and due:
                         run.bare_loop()
@@ -532,7 +532,7 @@ class Campaign:
                     self._fail(state, exc, run.pool)
 
 
-BARE_EVERY = 2  # a case's bare loop runs after every BARE_EVERY-th turn of a pass
+BARE_EVERY = 3  # a case's bare loop runs after every BARE_EVERY-th turn of a pass
 
 
 def verdicts(states: Sequence[CaseState]) -> list[tuple[str, str]]:

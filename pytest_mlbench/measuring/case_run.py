@@ -57,6 +57,11 @@ CALLS_FACTOR_MAX = 256
 # warm-up rounds at most in a timed session: the first at the shape's calls, then each at the
 # calls the last one calibrates, until they stop growing (CaseRun.calibrate)
 WARMUP_ROUNDS_MAX = 4
+# a later pass's warm-up rounds, each of DROPPED_CALLS calls: its first calls (unjudged, before
+# timing) have loaded and run the compiled step already and every turn drops its first call,
+# so one short round leaves the state timed round 1 starts from; calibrating is the first
+# pass's
+LATER_WARMUP_ROUNDS = 1
 R = TypeVar("R")
 
 
@@ -108,8 +113,9 @@ class CaseRun:
     pinned: dict[str, Any] = field(default_factory=dict)
     heap: dict[str, Any] = field(default_factory=dict)  # the pre-touch (allocator.pretouch)
     full: bool = True  # the first pass: every check, peak memory, the re-check after training
-    # a later pass: ``calls`` and ``round_s`` are the first pass's calibration (two warm-up
-    # rounds, no calibration: the calls a round makes are a property of the step)
+    # a later pass: ``calls`` and ``round_s`` are the first pass's calibration (one warm-up
+    # round of one call, LATER_WARMUP_ROUNDS, no calibration: the calls a round makes are a
+    # property of the step)
     calibrated: bool = False
     timed: bool = True  # a timed session (False: its rounds are checked, never recorded)
     workers: tuple[dict[str, Any], ...] = ()  # each rank's WorkerInfo as the case opened
@@ -187,19 +193,23 @@ class CaseRun:
         charge("compile", min(compiled - from_checks, built - began), instead_of="build")
 
     def _warm_up(self, pin: bool, pretouch: bool) -> None:
-        """Warm-up rounds (never recorded): two, or in a timed session as many as calibrating
-        a round takes (``calibrate``); the fastest says what a round costs, and the state the
-        last leaves is where timed round 1 starts. Then the heap pre-touch (a timed session)
+        """Warm-up rounds (never recorded): two, or in a timed session's first pass as many as
+        calibrating a round takes (``calibrate``), the fastest saying what a round costs; in a
+        later pass one of one call (LATER_WARMUP_ROUNDS). The state the last leaves is where
+        timed round 1 starts. Then the heap pre-touch (a timed session)
         and the compile time the first calls took."""
         times: list[float] = []  # each warm-up round's seconds a call
         self.steps_per_call = self.steps_per_call or self.calls
-        for warm_up in range(WARMUP_ROUNDS_MAX if not self.calibrated else 2):
-            keys = self.schedule.round_keys(self.calls)
-            command: p.CaseCommand[p.RoundRan] = p.Round(self.calls, keys)
+        # a later pass's warm-up is as long as a turn's dropped round (one call), unless it
+        # learns which threads work to pin them (a whole round)
+        calls = DROPPED_CALLS if self.calibrated and not pin else self.calls
+        for warm_up in range(WARMUP_ROUNDS_MAX if not self.calibrated else LATER_WARMUP_ROUNDS):
+            keys = self.schedule.round_keys(calls)
+            command: p.CaseCommand[p.RoundRan] = p.Round(calls, keys)
             if pin and warm_up == 0:  # also finds the threads that worked and pins them
-                command = p.Learn(p.Round(self.calls, keys), pin=True)
+                command = p.Learn(p.Round(calls, keys), pin=True)
             warm = self._ask(command)
-            times.append(float(warm.seconds) / self.calls)
+            times.append(float(warm.seconds) / calls)
             self._ran(WARMUP, warm, keys)
             grown = (self.timed and not self.calibrated
                      and self.calibrate(warm, last=warm_up == WARMUP_ROUNDS_MAX - 1))
@@ -209,7 +219,8 @@ class CaseRun:
         # (its first round loads the compiled code: no measure of a round's cost)
         self.round_s = self.round_s or min(times) * self.calls
         if pretouch:
-            self.heap = self._ask(p.Pretouch()).facts
+            with spend("pretouch"):
+                self.heap = self._ask(p.Pretouch()).facts
         self.compile_s = float(self._ask(p.CompiledSeconds()).value)
         self.pinned = self.pool.worker_info()[0].pinned if self.pool.pool else {}
 

@@ -174,3 +174,25 @@ def test_report_time_reads_every_sheet_a_run_can_hold(
     assert cli.main(["report", str(write(tmp_path / "run.json", data)), "--time"]) == 0
     lines = [" ".join(line.split()) for line in capsys.readouterr().out.splitlines()]
     assert " ".join(shown.split()) in lines
+
+
+def test_the_timed_work_not_recorded_is_set_beside_the_recorded_by_pass() -> None:
+    sheet = timesheet.Timesheet()
+    passes = [(1.0, 0.5, 1.0, 0.5), (0.5, 0.25, 0.5, 0.25)]
+    for p, (warmup, dropped, turns, audits) in enumerate(passes):
+        sheet.add(p, "numpy", "timed", 2.0)
+        sheet.add(p, "numpy", "warmup", warmup)
+        sheet.add(p, "numpy", "dropped", dropped)
+        sheet.add(p, "numpy", "turns", turns)
+        sheet.add(p, "numpy", "audits", audits)
+        sheet.add(p, "numpy", "peaks", 9.0)  # not a round: not in the ratio
+        sheet.add(p, "numpy", "references", 9.0)  # untimed
+    row = next(line for line in timesheet.lines(sheet.to_json())
+               if line.startswith("timed work not recorded"))
+    assert row.split()[-3:] == ["1.50", "0.75", "1.12"]
+
+
+def test_a_sheet_that_timed_nothing_has_no_ratio() -> None:
+    assert not any(line.startswith("timed work not recorded")
+                   for line in timesheet.lines(sheet_json() | {"passes": [
+                       {"pass": 1, "frameworks": {"numpy": {"compile": 1.0}}}]}))
