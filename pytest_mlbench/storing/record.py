@@ -262,6 +262,19 @@ def _count(data: Mapping[str, Any], key: str, default: Any = None, *, optional: 
     return value
 
 
+def all_seconds(values: Sequence[Any]) -> bool:
+    """Every value a float, finite and above zero, with no element through Python code: a
+    long run holds millions of rounds (checked as an array), a history thousands of short
+    lists (where an array's cost per call would be most of a load; ``0 < t < inf`` is false
+    for NaN)."""
+    if not set(map(type, values)) <= {float}:
+        return False
+    if len(values) > 256:
+        arr = np.asarray(values, dtype=np.float64)
+        return bool(np.isfinite(arr).all() and (arr > 0).all())
+    return all(map((0.0).__lt__, values)) and all(map(math.inf.__gt__, values))
+
+
 def _seconds(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
             or value <= 0:
@@ -317,10 +330,8 @@ def _hosts(data: Mapping[str, Any]) -> str:
 def _rounds(value: Any, what: str) -> tuple[float, ...]:
     if not isinstance(value, Sequence) or isinstance(value, str | bytes):
         raise RecordError(f"{what} is not a list of rounds")
-    if all(type(t) is float for t in value):  # the usual case, at array speed
-        arr = np.asarray(value, dtype=np.float64)
-        if np.isfinite(arr).all() and (arr > 0).all():
-            return tuple(value)
+    if all_seconds(value):  # the usual case, at C speed
+        return tuple(value)
     return tuple(_seconds(t, f"{what} round {i}") for i, t in enumerate(value))
 
 

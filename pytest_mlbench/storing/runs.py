@@ -16,11 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from pytest_mlbench.storing.record import Record, RecordError
+from pytest_mlbench.storing.record import Record, RecordError, all_seconds
 
 MAX_DEPTH = 64  # pytest-benchmark JSON nests about 6 deep; far deeper is a broken or hostile file
+_SCALARS = frozenset({str, int, float, bool, type(None)})  # what parsed JSON holds but containers
 
 
 class BaselineError(Exception):
@@ -137,7 +136,7 @@ def _check_bench(bench: Any, i: int) -> str:
     if not isinstance(stats, Mapping):
         raise ValueError(f"benchmark {fullname!r}: 'stats' is missing or not an object")
     rounds = stats.get("data", [])
-    if not isinstance(rounds, list) or not (_all_seconds(rounds) or all(
+    if not isinstance(rounds, list) or not (all_seconds(rounds) or all(
             _seconds(t) for t in rounds)):
         raise ValueError(f"benchmark {fullname!r}: 'stats.data' must list finite, "
                          "positive seconds, one per round (a round takes some time)")
@@ -147,15 +146,6 @@ def _check_bench(bench: Any, i: int) -> str:
 def _seconds(value: Any) -> bool:
     return (isinstance(value, int | float) and not isinstance(value, bool)
             and math.isfinite(value) and value > 0)
-
-
-def _all_seconds(values: list[Any]) -> bool:
-    """Every value a finite positive float, checked at array speed (a long run holds
-    millions of rounds); False sends the caller to the exact check, for its message."""
-    if not all(type(t) is float for t in values):
-        return False
-    arr = np.asarray(values, dtype=np.float64)
-    return bool(np.isfinite(arr).all() and (arr > 0).all())
 
 
 def _text(value: Any) -> str:
@@ -176,7 +166,10 @@ def depth(data: Any) -> int:
         deepest = max(deepest, level)
         if deepest > MAX_DEPTH:
             return deepest
-        # only containers go on the stack: a list of a million rounds is walked once, here
+        # only containers go on the stack: a list of a million rounds is walked once, here,
+        # its elements' types read at C speed where it holds no container
+        if set(map(type, children)) <= _SCALARS:
+            continue
         stack.extend((child, level + 1) for child in children
                      if isinstance(child, dict | list))  # parsed JSON: builtins
     return deepest
