@@ -7,8 +7,9 @@ and time a day apart. Every case's run draws its processes at random from a pool
 measures made at the case's level (``tests.synthetic.measure``: processes that differ by
 ~2%, rounds by ~3% within each, and a host that moves ~1% from run to run); one case may
 step by ``size`` from run ``at`` on (runs counted from 1). The pool is what keeps this fast:
-a measure's JSON (its interval bootstrapped, ~6 ms) is made once per pooled measure and
-reused by every run that draws it, so 40 x 90 records cost a second, not half a minute."""
+a measure's JSON (its interval bootstrapped, ~6 ms) is made once per pooled measure, and each
+case's benchmark entry of it once, reused by every run (and history sharing the pools) that
+draws it, so 40 x 90 records cost a second, not half a minute."""
 
 from __future__ import annotations
 
@@ -47,8 +48,20 @@ class Pooled(Measure):
     def made(self) -> dict[str, Any]:
         return Measure.to_json(self)
 
+    @cached_property
+    def entries(self) -> dict[str, dict[str, Any]]:
+        """Each case's benchmark entry of this measure, by the case's Record (measure-less)
+        as repr gives it: made once, read by every run and history that draws it."""
+        return {}
+
     def to_json(self) -> dict[str, Any]:
         return self.made
+
+    def entry(self, rec: Record, key: str) -> dict[str, Any]:
+        """``bench(rec.with_measure(self))``; ``key`` is ``repr(rec)``."""
+        if key not in self.entries:
+            self.entries[key] = bench(rec.with_measure(self))
+        return self.entries[key]
 
 
 def cases(count: int = CASES) -> list[tuple[str, str, str, str]]:
@@ -101,16 +114,14 @@ def write(root: Path, *, seed: int = 0, step: bool = True, runs: int = RUNS,
     stepped = {c: (at, pool(level[c] * (1 + size), seed * 100 + 99 + c)) for c, at, size in steps}
     store = BaselineStorage(root, fingerprint.machine_id({"mlbench": MACHINE}))
     records = [_record(*case, checks or {}) for case in chosen]
-    made: dict[tuple[int, int], dict[str, Any]] = {}  # a case's entry of a pooled measure
+    keys = [repr(rec) for rec in records]  # a case's entries, kept on each pooled measure
     for r in range(runs):
         benches = []
         for c, rec in enumerate(records):
             k = int(rng.integers(POOL))
-            if c in stepped and r + 1 >= stepped[c][0]:
-                benches.append(bench(rec.with_measure(stepped[c][1][k])))
-            else:
-                benches.append(made.setdefault((c, k), bench(rec.with_measure(
-                    pools_[level[c]][k]))))
+            drawn = (stepped[c][1] if c in stepped and r + 1 >= stepped[c][0]
+                     else pools_[level[c]])[k]
+            benches.append(drawn.entry(rec, keys[c]))
         store.save(json.dumps(_run(benches, r)).encode(), f"main-{r + 1:02d}")
     return History(root, store.machine_id,
                    [f"{rec.identity.group} {rec.identity.impl}" for rec in records])
