@@ -1,7 +1,8 @@
-"""``pytest-mlbench init`` in a user's own project, outside this repository: what it writes,
-what it refuses to overwrite, and that the project it sets up checks, times and A/B-gates its
-example workload; and the one line a configured suites folder gets when no test runs it.
-Each configuration layout, every refusal and --example: tests/unit/test_init_config.py."""
+"""``pytest-mlbench init`` in a user's own project, outside this repository: what it refuses
+to overwrite, and the one line a configured suites folder gets when no test runs it. That the
+project it sets up checks, times and A/B-gates its example: tests/sessions/test_wheel.py, from
+the installed wheel (one set of sessions for both). Each configuration layout, every refusal
+and --example: tests/unit/test_init_config.py."""
 
 from __future__ import annotations
 
@@ -19,37 +20,6 @@ def _pytest(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # only the installed plugin
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
                           cwd=project, capture_output=True, text=True, env=env, timeout=300)
-
-
-def _git(project: Path, *args: str) -> None:
-    subprocess.run(["git", "-c", "user.email=ci@example.org", "-c", "user.name=ci", *args],
-                   cwd=project, check=True, capture_output=True)
-
-
-def test_init_sets_up_a_project_that_checks_times_and_gates_its_example(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    project = tmp_path / "their-project"
-    project.mkdir()
-    assert cli.main(["init", str(project)]) == 0
-    out = capsys.readouterr().out
-    assert "wrote pytest.ini" in out and "pytest benchmarks --mlbench-ab=HEAD~1" in out
-    assert (project / "pytest.ini").read_text() == "[pytest]\nmlbench_suites = benchmarks\n"
-
-    checked = _pytest(project, "benchmarks", "--mlbench-size=smoke", "--benchmark-disable")
-    assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "3 passed" in checked.stdout  # the reference, the case and the control benchmark
-
-    _git(project, "init", "-q")
-    _git(project, "add", "-A")
-    _git(project, "commit", "-qm", "benchmarks")
-    impl = project / "benchmarks" / "example" / "impl_numpy.py"
-    impl.write_text(impl.read_text() + "\n# a change to gate\n")
-    _git(project, "commit", "-qam", "a change")
-    gated = _pytest(project, "benchmarks", "-k", "test_case", "--mlbench-size=smoke",
-                    "--mlbench-processes=2", "--benchmark-max-time=0.02", "--mlbench-ab=HEAD~1")
-    assert gated.returncode == 0, gated.stdout + gated.stderr
-    assert "example-numpy-eager-cpu-fp64" in gated.stdout  # the timed case, in the A/B table
-    assert "mlbench A/B: passed (1 judged" in gated.stdout
 
 
 def test_init_overwrites_nothing_and_says_so_in_one_line(tmp_path: Path,

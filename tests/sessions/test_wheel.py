@@ -1,8 +1,8 @@
 """The package as a user gets it: the wheel built from this tree, installed into a fresh
 virtual environment with no checkout on its path, then ``pytest-mlbench init`` in a new
-project, the check it prints run as printed, a timed run of its example, and that run set
-beside the committed baseline by ``report --machines`` with the control matmuls the control
-benchmark gives.
+project, the check it prints run as printed, a timed run of its example A/B-gated against the
+project's previous commit, and that run set beside the committed baseline by ``report
+--machines`` with the control matmuls the control benchmark gives.
 
 Offline and quick: the wheel is built without build isolation by this environment's
 setuptools (its PEP 517 hook, as pip calls it) from a copy of the files it ships, installed with ``--no-deps``, and the new
@@ -85,8 +85,16 @@ def test_the_wheel_ships_what_the_docs_send_users_to(wheel: Path) -> None:
     assert "pytest_mlbench/control.py" in names
 
 
+def _git(project: Path, env: dict[str, str], *args: str) -> None:
+    run("git", "-c", "user.email=ci@example.org", "-c", "user.name=ci", *args, cwd=project,
+        env=env)
+
+
 def test_init_and_its_printed_check_run_from_the_installed_wheel(
         venv: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    """init, its printed check, then a timed run A/B-gated against the project's last commit
+    (the gate's one session also gives the run report reads: a second timed session would
+    start the same workers again)."""
     env_dir, env = venv
     python = env_dir / "bin" / "python"
     where = run(python, "-c", "import pytest_mlbench, pytest_mlbench.plugin as p; "
@@ -96,15 +104,26 @@ def test_init_and_its_printed_check_run_from_the_installed_wheel(
     project.mkdir()
     out = run(env_dir / "bin" / "pytest-mlbench", "init", cwd=project, env=env).stdout
     assert "wrote benchmarks/test_control.py" in out and "wrote pytest.ini" in out
+    assert "pytest benchmarks --mlbench-ab=HEAD~1" in out
+    assert (project / "pytest.ini").read_text() == "[pytest]\nmlbench_suites = benchmarks\n"
     check = next(line.split(":", 1)[1].split() for line in out.splitlines()
                  if line.startswith("check every case:"))
     assert check[0] == "pytest"
     checked = run(python, "-m", *check, "-p", "no:cacheprovider", cwd=project, env=env).stdout
     assert "3 passed" in checked  # the example's reference and case, the control benchmark
 
-    run(python, "-m", "pytest", "benchmarks", "-p", "no:cacheprovider", "--mlbench-size=smoke",
-        "--mlbench-processes=1", "--benchmark-max-time=0.02", "--benchmark-json=run.json",
-        cwd=project, env=env)
+    _git(project, env, "init", "-q")
+    _git(project, env, "add", "-A")
+    _git(project, env, "commit", "-qm", "benchmarks")
+    impl = project / "benchmarks" / "example" / "impl_numpy.py"
+    impl.write_text(impl.read_text() + "\n# a change to gate\n")
+    _git(project, env, "commit", "-qam", "a change")
+    gated = run(python, "-m", "pytest", "benchmarks", "-p", "no:cacheprovider",
+                "--mlbench-size=smoke", "--mlbench-processes=2", "--benchmark-max-time=0.02",
+                "--mlbench-ab=HEAD~1", "--benchmark-json=run.json", cwd=project, env=env).stdout
+    assert "example-numpy-eager-cpu-fp64" in gated  # the timed case, in the A/B table
+    assert "mlbench A/B: passed (1 judged" in gated
+
     report = run(env_dir / "bin" / "pytest-mlbench", "report", "--machines",
                  "amd-epyc-2c/main", "run.json", cwd=project, env=env).stdout
     control = next(line for line in report.splitlines() if "control GFLOP/s" in line)
