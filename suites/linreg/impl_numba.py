@@ -5,8 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from numba.extending import register_jitable
 
 
+# register_jitable: sgd_step calls it as compiled code, with no closure over a compiled
+# function (numba's cache keys a closure by its cells' pickle, and a dispatcher pickles
+# differently in every process: sgd_step then compiled again in every fresh process)
+@register_jitable
 def forward_backward(x: np.ndarray, y: np.ndarray, w: np.ndarray, b: np.ndarray,
                      consts: np.ndarray) -> Any:
     # Numba promotes float32 with any Python number to float64 (it predates NEP 50), so the
@@ -17,18 +22,13 @@ def forward_backward(x: np.ndarray, y: np.ndarray, w: np.ndarray, b: np.ndarray,
     return loss, scale * (x.T @ r), scale * r.sum(axis=0)
 
 
-def make_step(grads: Any) -> Any:
-    """The update step calls the compiled gradient (numba needs jitted callees)."""
-
-    def sgd_step(x: np.ndarray, y: np.ndarray, w: np.ndarray, b: np.ndarray,
-                 consts: np.ndarray) -> Any:
-        loss, gw, gb = grads(x, y, w, b, consts)
-        lr = consts[1]
-        w -= lr * gw
-        b -= lr * gb
-        return loss
-
-    return sgd_step
+def sgd_step(x: np.ndarray, y: np.ndarray, w: np.ndarray, b: np.ndarray,
+             consts: np.ndarray) -> Any:
+    loss, gw, gb = forward_backward(x, y, w, b, consts)
+    lr = consts[1]
+    w -= lr * gw
+    b -= lr * gb
+    return loss
 
 
 class Trainer:
@@ -37,7 +37,7 @@ class Trainer:
         self.batch = case.batch  # the step's batch: read at every step
         self.consts = np.array([2 / len(self.batch()["x"]), case.learning_rate], dtype=self.w.dtype)
         self.grads = case.compile(forward_backward)
-        self.sgd_step = case.compile(make_step(self.grads.fn))
+        self.sgd_step = case.compile(sgd_step)
 
     def params(self) -> dict[str, np.ndarray]:
         return {"w": self.w, "b": self.b}

@@ -5,8 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from numba.extending import register_jitable
 
 
+# register_jitable: sgd_step calls it as compiled code, with no closure over a compiled
+# function (numba's cache keys a closure by its cells' pickle, and a dispatcher pickles
+# differently in every process: sgd_step then compiled again in every fresh process)
+@register_jitable
 def forward_backward(x: np.ndarray, y: np.ndarray, w1: np.ndarray, w2: np.ndarray,
                      consts: np.ndarray) -> Any:
     # Numba promotes float32 with any Python number to float64 (it predates NEP 50), so the
@@ -21,18 +26,13 @@ def forward_backward(x: np.ndarray, y: np.ndarray, w1: np.ndarray, w2: np.ndarra
     return loss, x.T @ dh, h.T @ dz
 
 
-def make_step(grads: Any) -> Any:
-    """The update step calls the compiled gradient (numba needs jitted callees)."""
-
-    def sgd_step(x: np.ndarray, y: np.ndarray, w1: np.ndarray, w2: np.ndarray,
-                 consts: np.ndarray) -> Any:
-        loss, g1, g2 = grads(x, y, w1, w2, consts)
-        lr = consts[4]
-        w1 -= lr * g1
-        w2 -= lr * g2
-        return loss
-
-    return sgd_step
+def sgd_step(x: np.ndarray, y: np.ndarray, w1: np.ndarray, w2: np.ndarray,
+             consts: np.ndarray) -> Any:
+    loss, g1, g2 = forward_backward(x, y, w1, w2, consts)
+    lr = consts[4]
+    w1 -= lr * g1
+    w2 -= lr * g2
+    return loss
 
 
 class Trainer:
@@ -42,7 +42,7 @@ class Trainer:
         batch = self.batch()["x"].shape[0]
         self.consts = np.array([0, 0.5, 1, 1 / batch, case.learning_rate], dtype=self.w1.dtype)
         self.grads = case.compile(forward_backward)
-        self.sgd_step = case.compile(make_step(self.grads.fn))
+        self.sgd_step = case.compile(sgd_step)
 
     def params(self) -> dict[str, np.ndarray]:
         return {"w1": self.w1, "w2": self.w2}
