@@ -273,13 +273,14 @@ def test_a_framework_started_alone_loads_no_other_framework(name: str) -> None:
 
 KILLED = """
 import os, signal
-import tensorflow as tf
 from pytest_mlbench.frameworks.tensorflow_ import TensorflowAdapter
+adapter = TensorflowAdapter()  # imports TensorFlow as a worker does: without JAX
+import tensorflow as tf
 
 def step(x):
     return tf.tanh(x) * 2.0 if tf.reduce_sum(x) > 0 else x  # AutoGraph converts the branch
 
-TensorflowAdapter().compile(step, "jit").fn(tf.ones(4)).numpy()
+adapter.compile(step, "jit").fn(tf.ones(4)).numpy()
 os.kill(os.getpid(), signal.SIGKILL)  # as a session ends its workers
 """
 
@@ -311,7 +312,10 @@ def test_a_killed_tensorflow_worker_leaves_nothing_in_the_temporary_folder(
 XLA_STEP = {
     "jax": "import jax, jax.numpy as jnp\n"
            "jax.jit(lambda x: jnp.tanh(x @ x.T) * 0.5)(jnp.ones((8, 8))).block_until_ready()\n",
-    "tensorflow": "import tensorflow as tf\n"
+    # TensorFlow imported as a worker imports it: without JAX (a second of start-up)
+    "tensorflow": "from pytest_mlbench.frameworks.tensorflow_ import import_tensorflow\n"
+                  "import_tensorflow()\n"
+                  "import tensorflow as tf\n"
                   "tf.function(lambda x: tf.tanh(x @ tf.transpose(x)) * 0.5,\n"
                   "            jit_compile=True)(tf.ones((8, 8))).numpy()\n",
 }
