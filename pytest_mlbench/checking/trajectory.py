@@ -61,6 +61,8 @@ class Trajectory:
         self.start: State = (start, optimizer.init_state(start))
         self.every = CHECKPOINT_EVERY
         self.checkpoints: dict[int, State] = {}  # at the dtype; step 0 is self.start
+        self._bytes = 0  # the checkpoints' (summed as they come: a sum over them every step
+        # made a long trajectory quadratic, most of a toy's 3 s count budget)
         self._head: tuple[int, State] = (0, self.start)  # the furthest step computed
         self._losses: list[float] = []  # as many as the head's step
         self._lock = threading.Lock()
@@ -132,10 +134,13 @@ class Trajectory:
     def _checkpoint(self, step: int, params: Arrays, opt_state: Arrays) -> None:
         if step % self.every:
             return
-        self.checkpoints[step] = (_compact(params, self.dtype), _compact(opt_state, self.dtype))
-        while _nbytes(self.checkpoints) > CHECKPOINT_BYTES:
+        kept = (_compact(params, self.dtype), _compact(opt_state, self.dtype))
+        self.checkpoints[step] = kept
+        self._bytes += _nbytes({step: kept})
+        while self._bytes > CHECKPOINT_BYTES:
             self.every *= 2  # memory before replay time: every other checkpoint goes
             self.checkpoints = {s: c for s, c in self.checkpoints.items() if not s % self.every}
+            self._bytes = _nbytes(self.checkpoints)
 
 
 def _compact(tree: Mapping[str, np.ndarray], dtype: Any) -> Arrays:
