@@ -107,6 +107,16 @@ def modes(medians: Sequence[float], gap: float = UNSTABLE) -> tuple[float, ...]:
 DIRECT_ROUNDS = 2048
 
 
+def _row_medians(table: np.ndarray) -> np.ndarray:
+    """``np.median(table, axis=1)``, the same values: each row sorted and its middle read,
+    which on a bootstrap's short rows (resamples x rounds, resamples x processes) is 2-4x
+    faster than np.median's partition; a table holding NaN goes to np.median, for its NaN."""
+    if not np.isfinite(table).all():
+        return np.median(table, axis=1)
+    ordered, mid = np.sort(table, axis=1), table.shape[1] // 2
+    return ordered[:, mid] if table.shape[1] % 2 else (ordered[:, mid - 1] + ordered[:, mid]) / 2
+
+
 def _boot_median(s: np.ndarray, rng: np.random.Generator, resamples: int) -> np.ndarray:
     """``resamples`` medians of ``s`` resampled with replacement. A long process draws them
     through order statistics, in O(n log n + resamples) and without the resamples x n table:
@@ -116,7 +126,7 @@ def _boot_median(s: np.ndarray, rng: np.random.Generator, resamples: int) -> np.
     resampling the rounds."""
     n = len(s)
     if n <= DIRECT_ROUNDS:
-        return np.median(s[rng.integers(0, n, size=(resamples, n))], axis=1)
+        return _row_medians(s[rng.integers(0, n, size=(resamples, n))])
     ordered = np.sort(s)
 
     def at(u: np.ndarray) -> np.ndarray:
@@ -142,7 +152,7 @@ def _boot_centers(samples: list[np.ndarray], rng: np.random.Generator,
     inner = np.stack([_boot_median(s, rng, resamples) for s in samples])  # (process, resample)
     picks = rng.integers(0, n, size=(resamples, n))
     draws = rng.integers(0, resamples, size=(resamples, n))
-    return np.median(inner[picks, draws], axis=1)
+    return _row_medians(inner[picks, draws])
 
 
 def t_quantile(confidence: float, df: float) -> float:

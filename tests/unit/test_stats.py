@@ -233,6 +233,17 @@ def test_a_figure_whose_processes_agreed_by_chance_gets_the_runs_spread() -> Non
     assert np.median(widths["prior"]) <= np.median(widths["plain"])
 
 
+def test_the_bootstraps_row_medians_are_numpys() -> None:
+    """stats._row_medians reads each sorted row's middle: exactly the values np.median gives,
+    on odd and even rows and a row holding NaN."""
+    rng = np.random.default_rng(4)
+    for width in (1, 2, 3, 20, 21):
+        table = rng.lognormal(0, 0.1, (50, width))
+        assert np.array_equal(stats._row_medians(table), np.median(table, axis=1)), width
+    table[3, 2] = np.nan
+    assert np.array_equal(stats._row_medians(table), np.median(table, axis=1), equal_nan=True)
+
+
 def test_a_process_of_400000_rounds_is_bootstrapped_in_a_blink() -> None:
     """Resampling rounds would hold resamples x rounds draws (6 GB here); a long process's
     medians come from order statistics instead (stats._boot_median)."""
