@@ -497,10 +497,11 @@ class Campaign:
         # the sides of an A/B pair take as many rounds as each other: the slower side's count
         turns = {name: schedule.turns(max(self.rounds_for(r) for r in pair))
                  for name, pair in by_case.items()}
-        for run in runs:  # every turn also runs TURN_WARMUP dropped rounds, auditable too
+        for run in runs:  # every turn also runs TURN_WARMUP dropped rounds, never audited
             counts = turns[run.ctx.cid.name]
-            run.audits = schedule.audited_rounds(run.schedule.secret, run.spec.name, p,
-                                                 sum(counts) + len(counts) * TURN_WARMUP)
+            run.audits = schedule.audited_rounds(
+                run.schedule.secret, run.spec.name, p,
+                schedule.recorded_numbers(counts, TURN_WARMUP))
         names = list(by_case)
         for cycle in range(schedule.CYCLES):
             for i in schedule.cycle_order(self.plan.seed, p, cycle, len(names)):

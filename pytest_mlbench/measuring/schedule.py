@@ -6,6 +6,7 @@ secret for the case, recorded after the run: a replayed session lays out the sam
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -50,11 +51,24 @@ def cycle_order(seed: int, p: int, cycle: int, cases: int) -> np.ndarray:
     return data.generator(seed, "cycle", str(p), str(cycle)).permutation(cases)
 
 
-def audited_rounds(secret: int, name: str, p: int, total: int) -> set[int]:
-    """Which of a pass's ``total`` rounds (numbered from 1, dropped ones too) are audited:
+def recorded_numbers(counts: Sequence[int], discard: int) -> list[int]:
+    """The numbers (from 1) of a pass's recorded rounds, where each turn runs ``discard``
+    dropped rounds and then its count of recorded ones (``turns``)."""
+    found, first = [], 1
+    for count in counts:
+        found += range(first + discard, first + discard + count)
+        first += discard + count
+    return found
+
+
+def audited_rounds(secret: int, name: str, p: int, among: Sequence[int]) -> set[int]:
+    """Which of a pass's rounds ``among`` (its recorded ones, recorded_numbers) are audited:
     drawn from the parent's secret for the case and pass (key_schedule.KeySchedule.secret,
     never sent to a worker, recorded after the run), so an implementation cannot tell them
-    from the others, not even by computing them from the session's seed."""
+    from the others, not even by computing them from the session's seed. Never a turn's
+    dropped round: it is one call after the worker resumed, which the worker can tell from
+    the rest (an implementation honest there and nowhere else met an audit there half the
+    time: tests/cheats/aheadinfer)."""
     rng = data.generator(secret, name, "audit", str(p))
-    count = min(total, 1 + total // AUDIT_EVERY)
-    return {int(r) for r in rng.choice(range(1, total + 1), count, replace=False)}
+    count = min(len(among), 1 + len(among) // AUDIT_EVERY)
+    return {int(r) for r in rng.choice(list(among), count, replace=False)}

@@ -348,13 +348,24 @@ def test_a_process_records_its_share_of_the_time_and_a_round_in_every_cycle() ->
 
 
 def test_audited_rounds_replay_from_the_secret_and_grow_with_the_rounds() -> None:
-    chosen = schedule.audited_rounds(0, "mlp-numpy-eager-cpu-fp32", 0, 120)
-    assert chosen == schedule.audited_rounds(0, "mlp-numpy-eager-cpu-fp32", 0, 120)
-    assert len(chosen) == 1 + 120 // schedule.AUDIT_EVERY and chosen <= set(range(1, 121))
-    assert len(schedule.audited_rounds(0, "c", 0, 1)) == 1
-    others = {frozenset(schedule.audited_rounds(0, "mlp-numpy-eager-cpu-fp32", p, 120))
+    rounds = range(1, 121)
+    chosen = schedule.audited_rounds(0, "mlp-numpy-eager-cpu-fp32", 0, rounds)
+    assert chosen == schedule.audited_rounds(0, "mlp-numpy-eager-cpu-fp32", 0, rounds)
+    assert len(chosen) == 1 + 120 // schedule.AUDIT_EVERY and chosen <= set(rounds)
+    assert len(schedule.audited_rounds(0, "c", 0, [1])) == 1
+    others = {frozenset(schedule.audited_rounds(0, "mlp-numpy-eager-cpu-fp32", p, rounds))
               for p in range(1, 6)}
     assert others - {frozenset(chosen)}  # another pass audits other rounds
+
+
+def test_a_turns_dropped_round_is_never_audited() -> None:
+    """A dropped round is one call right after the worker resumed, which the worker can
+    tell: an audit there judges only what a cheater chose to do honestly."""
+    counts = [1, 1, 2, 1, 1, 2]
+    recorded = schedule.recorded_numbers(counts, 1)
+    assert recorded == [2, 4, 6, 7, 9, 11, 13, 14]
+    for secret in range(200):
+        assert schedule.audited_rounds(secret, "c", 0, recorded) <= set(recorded)
 
 
 def test_each_case_run_draws_its_own_secret_which_the_worker_never_receives() -> None:
