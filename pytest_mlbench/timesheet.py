@@ -231,7 +231,9 @@ def lines(sheet: Mapping[str, Any]) -> list[str]:
                  *(f"{sum(b.values()):.1f}" for b in by_pass),
                  f"{sum(sum(b.values()) for b in by_pass):.1f}"])
     recorded = [b.get("timed", 0.0) for b in by_pass]
-    if any(recorded):
+    # a session that times nothing runs its one audited round in an untimed phase: no ratio
+    timed_phase = any(float(p.get("phases", {}).get("timed", 0.0)) for p in passes)
+    if any(recorded) and timed_phase:
         unrecorded = [sum(b.get(w, 0.0) for w in UNRECORDED) for b in by_pass]
         rows.append(["timed work not recorded, over recorded",
                      *(_ratio(u, r) for u, r in zip(unrecorded, recorded, strict=True)),

@@ -187,9 +187,16 @@ def test_the_timed_work_not_recorded_is_set_beside_the_recorded_by_pass() -> Non
         sheet.add(p, "numpy", "audits", audits)
         sheet.add(p, "numpy", "peaks", 9.0)  # not a round: not in the ratio
         sheet.add(p, "numpy", "references", 9.0)  # untimed
+        sheet.walls[(p, "timed")] = 5.0
     row = next(line for line in timesheet.lines(sheet.to_json())
                if line.startswith("timed work not recorded"))
     assert row.split()[-3:] == ["1.50", "0.75", "1.12"]
+    # the same rounds in a session that times nothing (its one audited round run untimed)
+    untimed = sheet.to_json()
+    for one in untimed["passes"]:
+        one["phases"] = {"untimed": 5.0}
+    assert not any(line.startswith("timed work not recorded")
+                   for line in timesheet.lines(untimed))
 
 
 def test_a_sheet_that_timed_nothing_has_no_ratio() -> None:
