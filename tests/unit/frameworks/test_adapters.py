@@ -47,6 +47,33 @@ def test_compiled_variant_counts_traces(name: str) -> None:
     assert compiled.traces() == 1
 
 
+@pytest.mark.skipif("tensorflow" not in INSTALLED, reason="tensorflow is not installed")
+def test_tensorflow_reads_variables_together_as_they_are_now_and_counts_no_compilation() -> None:
+    """to_numpy_tree reads a mapping's variables through one function of the harness's (a
+    variable read alone is an op of its own, 100 us and more): the same bytes as to_numpy,
+    each variable's value at the time of the read (never one captured when traced), and
+    its trace is not the implementation's compilation."""
+    import tensorflow as tf
+
+    from pytest_mlbench.engine import runners
+
+    adapter = adapter_for("tensorflow")
+    tree = {"w": tf.Variable(np.arange(6, dtype=np.float32).reshape(2, 3)),
+            "b": tf.Variable(np.ones(3, np.float32)),
+            "t": tf.constant(np.full(2, 7.0, np.float32))}
+    before = adapter.compile_events()
+    for _ in range(2):
+        found = runners.tree_to_numpy(adapter, tree)
+        assert {k: v.tobytes() for k, v in found.items()} == {
+            k: adapter.to_numpy(v).tobytes() for k, v in tree.items()}
+        tree["w"].assign_add(tf.ones((2, 3)))
+    assert runners.tree_to_numpy(adapter, tree)["w"][0, 0] == 2.0
+    assert adapter.compile_events() == before
+    graph = adapter.compile(tf.function(lambda x: x + 1), "jit")
+    graph(tf.constant(1.0))
+    assert adapter.compile_events() > before
+
+
 @pytest.mark.skipif("torch" not in INSTALLED, reason="torch is not installed")
 def test_a_second_torch_case_set_up_keeps_the_first_cases_compiled_step() -> None:
     """Two compiled cases of one group in one worker (gpt's jit and jit+sdpa) are both built
