@@ -130,6 +130,7 @@ class Runner:
         self.calls = 0  # timed-unit calls so far (training: optimizer steps), counted here
         self.feed: Callable[[Any], None] = lambda batch: None  # training: Case.feed
         self._accepted: tuple[type, ...] | None | bool = False  # not asked yet
+        self.readers: dict[Any, Any] = {}  # the adapter's to_numpy_tree keeps its readers here
 
     def accepted(self) -> tuple[type, ...] | None:
         """The adapter's concrete array types, asked once (after build: Keras is loaded)."""
@@ -138,7 +139,7 @@ class Runner:
         return self._accepted  # type: ignore[return-value]
 
     def to_np(self, tree: Mapping[str, Any]) -> Arrays:
-        return tree_to_numpy(self.adapter, tree)
+        return tree_to_numpy(self.adapter, tree, self.readers)
 
     def params(self) -> Arrays:
         return self.to_np(self.impl.params())
@@ -237,29 +238,29 @@ def materialise(runner: Runner, outs: list[Any], tail: Any) -> tuple[list[Any], 
     """A round's results (as ``read`` checked them) as NumPy copies, after its clock: every
     call's output (training: the loss step() returned) and the tail (training: parameters
     and optimizer state)."""
-    adapter = runner.adapter
-    found = [_to_np(adapter, out) for out in outs]
+    found = [_to_np(runner, out) for out in outs]
     if tail is None:
         return found, None
     params, state = tail
-    return found, (_to_np(adapter, params), _to_np(adapter, state) if state else {})
+    return found, (_to_np(runner, params), _to_np(runner, state) if state else {})
 
 
 RUNNERS = {"train": TrainRunner, "infer": InferRunner, "transform": TransformRunner}
 
 
-def _to_np(adapter: Any, out: Any) -> Any:
+def _to_np(runner: Runner, out: Any) -> Any:
     if isinstance(out, Mapping):
-        return tree_to_numpy(adapter, out)
-    return adapter.to_numpy(out)
+        return runner.to_np(out)
+    return runner.adapter.to_numpy(out)
 
 
-def tree_to_numpy(adapter: Any, tree: Mapping[str, Any]) -> Arrays:
+def tree_to_numpy(adapter: Any, tree: Mapping[str, Any], readers: dict[Any, Any]) -> Arrays:
     """A mapping's values as NumPy copies: the adapter's ``to_numpy_tree`` where it has one
-    (a framework whose arrays are cheaper read together), else each by ``to_numpy``."""
+    (a framework whose arrays are cheaper read together; ``readers``, what it keeps for the
+    next read, is the case's runner's), else each by ``to_numpy``."""
     together = getattr(adapter, "to_numpy_tree", None)
     if together is not None:
-        return together(tree)
+        return together(tree, readers)
     return {k: adapter.to_numpy(v) for k, v in tree.items()}
 
 

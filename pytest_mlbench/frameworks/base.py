@@ -101,9 +101,10 @@ class Adapter(Protocol):
     def to_numpy(self, value: Any) -> np.ndarray:
         """Back to NumPy as a copy, keeping the dtype (bfloat16 as ml_dtypes.bfloat16)."""
 
-    # optional: ``to_numpy_tree(mapping) -> dict``, NumPy copies of a mapping's values, where
-    # reading them together is cheaper (TensorFlow's variables: one op each, read alone);
-    # an adapter without it has each copied by to_numpy (engine/runners.tree_to_numpy)
+    # optional: ``to_numpy_tree(mapping, readers) -> dict``, NumPy copies of a mapping's
+    # values, where reading them together is cheaper (TensorFlow's variables: one op each,
+    # read alone), keeping what it reuses in ``readers`` (the case's runner's, dropped with
+    # it); an adapter without it has each copied by to_numpy (engine/runners.tree_to_numpy)
     # optional: ``take(value, rows) -> array``, rows ``rows`` (a NumPy integer array) of a
     # device array along its first axis, selected on the device: a training step's batch
     # (engine/server.py); an adapter without it has the rows sent from the host.

@@ -105,7 +105,6 @@ class TensorflowAdapter:
         self._limit: Any = None
         self._traces = 0
         self._own_traces = 0  # the harness's own (to_numpy_tree's readers), not counted
-        self._readers: dict[tuple[int, ...], Any] = {}
         self._xla_traces = 0  # traces of jit_compile functions: XLA compilations to come
         self._cache = cache_folder()
         self._entries_before = self._entries()
@@ -287,13 +286,16 @@ class TensorflowAdapter:
     def to_numpy(self, value: Any) -> np.ndarray:
         return np.array(value.numpy(), copy=True)
 
-    def to_numpy_tree(self, tree: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    def to_numpy_tree(self, tree: Mapping[str, Any],
+                      readers: dict[Any, Any]) -> dict[str, np.ndarray]:
         """NumPy copies of a mapping's values. A variable's own read is an op of its own,
         100-160 us of CPU a variable on a 2-core host (vit's parameters and Adam slots: tens
         of milliseconds after every timed round, which audit.assert_after_fits counts as the
         round's); the variables are read together by one function that captures them, about
-        12 us a variable, traced once per set of variables (READERS kept) and not counted as
-        the implementation's compilation."""
+        12 us a variable, traced once per set of variables and kept in ``readers`` (the
+        case's runner's: never reachable from the implementation, whose census would count
+        the variables it holds, and dropped with the case; READERS at most), its trace not
+        counted as the implementation's compilation."""
         import tensorflow as tf
 
         names = [k for k, v in tree.items() if not isinstance(v, tf.Tensor)]
@@ -301,15 +303,15 @@ class TensorflowAdapter:
             return {k: self.to_numpy(v) for k, v in tree.items()}
         variables = [tree[k] for k in names]
         key = tuple(id(v) for v in variables)  # the reader holds them: no id is reused
-        read = self._readers.pop(key, None)
+        read = readers.pop(key, None)
         traced = self._traces
         if read is None:
             read = tf.function(lambda: [tf.identity(v) for v in variables], autograph=False)
         values = read()
         self._own_traces += self._traces - traced
-        self._readers[key] = read
-        while len(self._readers) > READERS:
-            self._readers.pop(next(iter(self._readers)))
+        readers[key] = read
+        while len(readers) > READERS:
+            readers.pop(next(iter(readers)))
         found = dict(zip(names, values, strict=True))
         return {k: self.to_numpy(found.get(k, v)) for k, v in tree.items()}
 

@@ -61,14 +61,16 @@ def test_tensorflow_reads_variables_together_as_they_are_now_and_counts_no_compi
     tree = {"w": tf.Variable(np.arange(6, dtype=np.float32).reshape(2, 3)),
             "b": tf.Variable(np.ones(3, np.float32)),
             "t": tf.constant(np.full(2, 7.0, np.float32))}
-    before = adapter.compile_events()
+    before, readers = adapter.compile_events(), {}
     for _ in range(2):
-        found = runners.tree_to_numpy(adapter, tree)
+        found = runners.tree_to_numpy(adapter, tree, readers)
         assert {k: v.tobytes() for k, v in found.items()} == {
             k: adapter.to_numpy(v).tobytes() for k, v in tree.items()}
         tree["w"].assign_add(tf.ones((2, 3)))
-    assert runners.tree_to_numpy(adapter, tree)["w"][0, 0] == 2.0
-    assert adapter.compile_events() == before
+    assert runners.tree_to_numpy(adapter, tree, readers)["w"][0, 0] == 2.0
+    assert adapter.compile_events() == before and len(readers) == 1
+    # the census of an implementation that holds the adapter sees no reader's variables
+    assert adapter.census({"adapter": adapter}) is None
     graph = adapter.compile(tf.function(lambda x: x + 1), "jit")
     graph(tf.constant(1.0))
     assert adapter.compile_events() > before
