@@ -207,7 +207,7 @@ class InferRunner(Runner):
         return self.impl.forward(probe)
 
     def evaluate(self, probe: Any) -> Any:
-        return _to_np(self.adapter, self.call(probe))
+        return _to_np(self, self.call(probe))
 
 
 class TransformRunner(Runner):
@@ -215,7 +215,7 @@ class TransformRunner(Runner):
         return self.impl.apply(probe)
 
     def evaluate(self, probe: Any) -> Any:
-        return _to_np(self.adapter, self.call(probe))
+        return _to_np(self, self.call(probe))
 
 
 def read(runner: Runner, outs: list[Any]) -> tuple[list[Any], Any]:
