@@ -157,3 +157,20 @@ def server_of_policy() -> Any:
     from pytest_mlbench.precision import POLICIES
 
     return POLICIES["fp32"]
+
+
+class _Forward:
+    def forward(self, probe: Any) -> Any:
+        return {"y": np.asarray(probe, np.float32) * 2, "z": np.ones(2, np.float32)}
+
+
+def test_an_inference_runners_evaluation_is_copied_through_its_runner() -> None:
+    """evaluate() of an inference or transform runner copies a mapping's outputs through the
+    runner (runners.tree_to_numpy, the adapter's readers kept by the runner)."""
+    for kind in ("infer", "transform"):
+        impl = _Forward()
+        if kind == "transform":
+            impl.apply = impl.forward  # type: ignore[attr-defined]
+        runner = runners.RUNNERS[kind](impl, NumpyAdapter(), False)
+        found = runner.evaluate(np.arange(3))
+        assert found["y"].tolist() == [0.0, 2.0, 4.0] and found["z"].dtype == np.float32
