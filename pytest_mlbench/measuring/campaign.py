@@ -60,7 +60,7 @@ from pytest_mlbench.engine.protocol import CaseSpec
 from pytest_mlbench.errors import Unavailable, Unsupported
 from pytest_mlbench.measuring import schedule
 from pytest_mlbench.measuring.cache_plan import CachePlan
-from pytest_mlbench.measuring.case_run import TURN_WARMUP, CaseRun
+from pytest_mlbench.measuring.case_run import DROPPED_CALLS, TURN_WARMUP, CaseRun
 from pytest_mlbench.measuring.hostspeed import HostProbe
 from pytest_mlbench.measuring.outcome import CaseState, Outcome, key_of, outcome_of
 from pytest_mlbench.measuring.plan import Lane, Plan, Side
@@ -494,8 +494,11 @@ class Campaign:
         by_case: dict[str, list[CaseRun]] = {}
         for run in runs:
             by_case.setdefault(run.ctx.cid.name, []).append(run)
-        # the sides of an A/B pair take as many rounds as each other: the slower side's count
-        turns = {name: schedule.turns(max(self.rounds_for(r) for r in pair))
+        # the sides of an A/B pair take as many rounds as each other: the slower side's count,
+        # in turns as long as the side of fewer calls a round needs (schedule.turn_rounds)
+        turns = {name: schedule.turns(max(self.rounds_for(r) for r in pair),
+                                      per_turn=schedule.turn_rounds(
+                                          min(r.calls for r in pair), DROPPED_CALLS))
                  for name, pair in by_case.items()}
         for run in runs:  # every turn also runs TURN_WARMUP dropped rounds, never audited
             counts = turns[run.ctx.cid.name]
@@ -506,10 +509,13 @@ class Campaign:
         for cycle in range(schedule.CYCLES):
             for i in schedule.cycle_order(self.plan.seed, p, cycle, len(names)):
                 pair, counts = by_case[names[i]], turns[names[i]]
-                if cycle >= len(counts):
+                if cycle >= len(counts) or not counts[cycle]:
                     continue
-                for run in (pair if cycle % 2 == 0 else pair[::-1]):  # ABAB, then BABA
-                    self._turn(run, counts[cycle], cycle, last=cycle == len(counts) - 1)
+                last = not any(counts[cycle + 1:])
+                # ABAB, then BABA: by the case's own turns (a case may sit a cycle out)
+                first = sum(1 for c in counts[:cycle] if c) % 2 == 0
+                for run in (pair if first else pair[::-1]):
+                    self._turn(run, counts[cycle], cycle, last=last)
 
     def _turn(self, run: CaseRun, count: int, cycle: int, discard: int = TURN_WARMUP,
               alone: bool = True, last: bool = False) -> None:

@@ -23,6 +23,13 @@ from pytest_mlbench.workloads import data
 CYCLES = 6
 MIN_ROUNDS_PER_PROCESS = CYCLES  # one round in every cycle: a process's figure is the median
 AUDIT_EVERY = 50  # one audited round, and one more per this many
+# a turn's dropped call (the first after the worker resumed: cold caches) at most this share
+# of the rounds the turn records (turn_rounds). Measured on the main job (4b451ca, three
+# processes): where one call is a whole round (a step of 15-380 ms), the first call after
+# resuming read 1.8% slower than the next (median of 29 cases; lstm's torch steps 7-8%), a
+# short step's 1.05-1.7 times; so the call is still dropped, and such a case's turns record
+# two rounds each, in half as many turns (dropped 0.5 of recorded, not 1)
+DROPPED_SHARE = 0.5
 
 
 def rounds_per_process(fixed: int | None, round_s: float, processes: int, max_time: float,
@@ -39,11 +46,24 @@ def rounds_per_process(fixed: int | None, round_s: float, processes: int, max_ti
     return max(floor, math.ceil(max_time / processes / max(round_s, 1e-6)))
 
 
-def turns(rounds: int, cycles: int = CYCLES) -> list[int]:
+def turns(rounds: int, cycles: int = CYCLES, per_turn: int = 1) -> list[int]:
     """A pass's rounds shared out over its turns as evenly as can be (8 rounds: 1, 1, 2, 1, 1
-    and 2; never 3, 3 and 2), one turn a cycle from the first, one round a turn at least."""
-    count = min(cycles, max(1, rounds))
-    return [rounds * (k + 1) // count - rounds * k // count for k in range(count)]
+    and 2; never 3, 3 and 2), each at least ``per_turn`` rounds (``turn_rounds``), one turn
+    a cycle; where there are fewer turns than cycles they are spread over the pass (a zero:
+    a cycle without the case's turn; 6 rounds of 2 a turn: 2, 0, 2, 0, 2 and 0)."""
+    count = min(cycles, max(1, rounds // max(per_turn, 1)))
+    shares = [rounds * (k + 1) // count - rounds * k // count for k in range(count)]
+    found = [0] * cycles
+    for k, share in enumerate(shares):
+        found[k * cycles // count] = share
+    return found
+
+
+def turn_rounds(calls: int, dropped_calls: int) -> int:
+    """The fewest recorded rounds a turn makes, so that its dropped calls (``dropped_calls``,
+    the cold first after the worker resumed) cost at most DROPPED_SHARE of them, a round
+    being ``calls`` calls: one round of many calls, two where one call is a whole round."""
+    return max(1, math.ceil(dropped_calls / (DROPPED_SHARE * max(calls, 1))))
 
 
 def cycle_order(seed: int, p: int, cycle: int, cases: int) -> np.ndarray:
@@ -56,6 +76,8 @@ def recorded_numbers(counts: Sequence[int], discard: int) -> list[int]:
     dropped rounds and then its count of recorded ones (``turns``)."""
     found, first = [], 1
     for count in counts:
+        if count <= 0:  # a cycle without the case's turn (``turns``)
+            continue
         found += range(first + discard, first + discard + count)
         first += discard + count
     return found

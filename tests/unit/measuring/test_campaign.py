@@ -306,34 +306,55 @@ def test_a_campaign_counts_its_groups_and_passes_for_the_progress_line() -> None
 
 
 @pytest.mark.parametrize("rounds", [1, 3, 4, 5, 6, 7, 12, 13, 40])
+@pytest.mark.parametrize("calls", [1, 8])
 def test_a_pass_shares_its_rounds_out_evenly_over_its_turns(
-        rounds: int, monkeypatch: pytest.MonkeyPatch) -> None:
+        rounds: int, calls: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """A case takes a turn in every cycle it has a round for, one recorded round a turn at
     least (after its dropped one): a 5-round case takes five turns of one, where two rounds a
     turn at least gave it 2 and 3, all its rounds at two moments of the pass (vit's torch-jit
-    in the main job). The turns add up to the pass's rounds; an A/B pair's sides take the same
-    turns, the side that goes first alternating."""
+    in the main job). Where one call is a whole round, its turns record two rounds each
+    (the dropped call half of them, not all), spread over the pass's cycles. The turns add
+    up to the pass's rounds; an A/B pair's sides take the same turns, the side that goes
+    first alternating turn by turn."""
     campaign = campaign_of(True)
     run = lambda side: SimpleNamespace(  # noqa: E731
         ctx=SimpleNamespace(cid=SimpleNamespace(name="c")), spec=SimpleNamespace(name="c"),
-        side=side, schedule=SimpleNamespace(secret=7), seconds=[], audits=set())
+        side=side, schedule=SimpleNamespace(secret=7), seconds=[], audits=set(), calls=calls)
     base, head = run("base"), run("head")
     monkeypatch.setattr(campaign, "rounds_for", lambda r: rounds)
-    taken: list[tuple[str, int]] = []
+    taken: list[tuple[str, int, int, bool]] = []
 
     def turn(r: Any, count: int, cycle: int, last: bool = False) -> None:
-        taken.append((r.side, count))
+        taken.append((r.side, count, cycle, last))
         r.seconds += [1.0] * count
 
     monkeypatch.setattr(campaign, "_turn", turn)
     campaign._interleave([base, head], 0)  # type: ignore[list-item]
-    counts = [count for side, count in taken if side == "base"]
+    counts = [count for side, count, _, _ in taken if side == "base"]
+    cycles = [cycle for side, _, cycle, _ in taken if side == "base"]
+    per_turn = 2 if calls == 1 else 1
     assert sum(counts) == len(base.seconds) == len(head.seconds) == rounds
-    assert len(counts) == min(rounds, schedule.CYCLES) and min(counts) >= 1
-    assert max(counts) - min(counts) <= 1
-    assert [side for side, _ in taken][0::2] == [("base", "head")[k % 2]
-                                                 for k in range(len(counts))]
+    assert len(counts) == min(max(rounds // per_turn, 1), schedule.CYCLES)
+    assert min(counts) >= min(per_turn, rounds) and max(counts) - min(counts) <= 1
+    assert cycles[0] == 0 and (len(cycles) < 2 or cycles[-1] >= schedule.CYCLES // 2)
+    assert [last for side, _, _, last in taken if side == "base"] == [
+        False] * (len(counts) - 1) + [True]
+    assert [side for side, *_ in taken][0::2] == [("base", "head")[k % 2]
+                                                  for k in range(len(counts))]
     assert base.audits and head.audits
+
+
+def test_a_turn_drops_at_most_half_what_it_records() -> None:
+    """A turn's dropped call costs at most DROPPED_SHARE of its recorded rounds: one round of
+    many calls, two rounds where one call is a round; spread over the cycles, zeros skipped
+    in the rounds' numbers."""
+    assert schedule.turn_rounds(1, 1) == 2 and schedule.turn_rounds(2, 1) == 1
+    assert schedule.turn_rounds(40, 1) == 1
+    assert schedule.turns(6, per_turn=2) == [2, 0, 2, 0, 2, 0]
+    assert schedule.turns(7, per_turn=2) == [2, 0, 2, 0, 3, 0]
+    assert schedule.turns(12, per_turn=2) == [2, 2, 2, 2, 2, 2]
+    assert schedule.turns(8) == [1, 1, 2, 1, 1, 2]
+    assert schedule.recorded_numbers([2, 0, 2, 0, 2, 0], 1) == [2, 3, 5, 6, 8, 9]
 
 
 def test_a_process_records_its_share_of_the_time_and_a_round_in_every_cycle() -> None:
