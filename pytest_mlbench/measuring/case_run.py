@@ -57,6 +57,11 @@ CALLS_FACTOR_MAX = 256
 # warm-up rounds at most in a timed session: the first at the shape's calls, then each at the
 # calls the last one calibrates, until they stop growing (CaseRun.calibrate)
 WARMUP_ROUNDS_MAX = 4
+# a first warm-up round this many times the round target needs no second (``settled``): the
+# first round after the checks read 1.05-1.7 times the next on the main job (d6f707f), and a
+# round twice as fast would still be one the shape's calls fill; most main-job cases (steps of
+# 15-440 ms, or the shape's ten steps of 20-30 ms) spent two whole rounds warming up a pass
+SETTLED_TIMES = 2.0
 # a later pass's warm-up rounds, each of DROPPED_CALLS calls: its first calls (unjudged, before
 # timing) have loaded and run the compiled step already and every turn drops its first call,
 # so one short round leaves the state timed round 1 starts from; calibrating is the first
@@ -213,7 +218,8 @@ class CaseRun:
             self._ran(WARMUP, warm, keys)
             grown = (self.timed and not self.calibrated
                      and self.calibrate(warm, last=warm_up == WARMUP_ROUNDS_MAX - 1))
-            if warm_up >= 1 and not grown:
+            if (warm_up >= 1 or settled(warm.seconds, calls, self.steps_per_call)) \
+                    and not grown:
                 break
         # at the calls every timed round makes; a later pass keeps the first pass's figure
         # (its first round loads the compiled code: no measure of a round's cost)
@@ -524,6 +530,14 @@ class CaseRun:
                 self.pool.close_case(self.handle)
             finally:
                 self.handle = None
+
+
+def settled(seconds: float, calls: int, steps_per_call: int) -> bool:
+    """Whether a first warm-up round of ``calls`` calls that took ``seconds`` already says
+    what a round's calls are: it ran the shape's calls and lasted SETTLED_TIMES the round
+    target, so even a next round twice as fast would calibrate to the same calls (a second
+    warm-up round is then a whole step spent to learn nothing)."""
+    return calls == steps_per_call and seconds >= SETTLED_TIMES * CALIBRATED_ROUND_S
 
 
 def calibrated_calls(steps_per_call: int, round_s: float) -> int:
