@@ -13,15 +13,21 @@ tests the gates used before, and for the stored baseline a flat prior over the r
 tests/unit/judging/test_gate_power.py checks these agree with the gates' own code.
 
 **A/B** (``--mlbench-ab``): process i of the base ran beside process i of the head, their
-turns back to back, so a pair of processes shares its pass and the host's moments; what it
-does not share is the part of each round that even two rounds run back to back do not
-share. That part is measured from the run: the rounds of one turn run back to back, and half
-the variance of the difference of two consecutive rounds of a turn, over the variance of the
-rounds about their process's median, is its share (``Host.own``). Each simulated round of a
-case is its moment plus its own part, both drawn from the case's recorded rounds (about their
-process's median, so with the host's tails), scaled by those shares; a side's process figure
-is the median of as many rounds as the recorded process had, and the pair's log ratio the
-difference of the two sides' figures.
+turns back to back in each interleaving cycle, so a pair of processes shares its pass and the
+host's moments; what it does not share is the part of each round that even two rounds run
+back to back do not share. That part is measured from the run: the rounds of one turn run
+back to back, and half the variance of the difference of two consecutive rounds of a turn,
+over the variance of the rounds about their process's median, is its share (``Host.own``).
+Each simulated pair of processes runs the recorded process's rounds in their recorded cycles
+(``Measure.cycles``: one to three rounds a turn): each cycle has a moment both sides' rounds
+in it share, each round a part of its own, both drawn from the case's recorded rounds (about
+their process's median, so with the host's tails), scaled by those shares. The pair's log
+ratio is the gate's (stats.paired_logs: the two sides' rounds matched by cycle, the
+Hodges-Lehmann estimate over the cycles) and, beside it, the ratio of the two processes'
+medians (the gate before). ``--process-sd`` gives each side's process an offset of its own
+(a what-if: the committed baseline's rounds show none beyond what the cycles give, pooled
+over its groups); the tried statistics that take each cycle pair as a unit assume there is
+none.
 
 **Stored baseline** (``--mlbench-gate``): two runs on different days, nothing shared. A
 case's process figure moves with its comparison group's pass (the host's moments while the
@@ -66,6 +72,7 @@ class Host:
     names: tuple[str, ...]
     groups: np.ndarray  # each case's comparison group, as an index
     rounds: tuple[tuple[np.ndarray, ...], ...]  # per case, per process: log rounds less median
+    cycles: tuple[tuple[np.ndarray, ...], ...]  # per case, per process: each round's cycle
     own: float  # share of a round's spread that rounds run back to back do not share (sd)
     pass_sd: np.ndarray  # per group: sd of its pass effect on the log process medians
     case_sd: np.ndarray  # per case: sd of its process medians about its group's pass effects
@@ -82,7 +89,16 @@ class Host:
         pass_sd, case_sd = _layout([np.array([np.median(p) for p in x]) for x in logs], groups)
         return cls(tuple(r.name for _, r in cases), groups,
                    tuple(tuple(p - np.median(p) for p in x) for x in logs),
+                   tuple(_cycles_of(r, x) for (_, r), x in zip(cases, logs, strict=True)),
                    _own_share(cases, logs), pass_sd, case_sd)
+
+
+def _cycles_of(record: Record, logs: list[np.ndarray]) -> tuple[np.ndarray, ...]:
+    """Each recorded process's rounds' cycles (Measure.cycles); one cycle a round where the
+    run did not record them."""
+    found = record.measure.cycles if record.measure is not None else ()
+    return tuple(np.asarray(found[i]) if i < len(found) and len(found[i]) == len(x)
+                 else np.arange(len(x)) for i, x in enumerate(logs))
 
 
 def _own_share(cases: Sequence[tuple[Entry, Record]], logs: list[list[np.ndarray]]) -> float:
@@ -126,19 +142,66 @@ def _layout(medians: list[np.ndarray], groups: np.ndarray) -> tuple[np.ndarray, 
 
 # -- A/B -------------------------------------------------------------------------------------
 
-def ab_logs(host: Host, rng: np.random.Generator, trials: int, processes: int) -> np.ndarray:
-    """(trials, cases, processes): each simulated pair's log ratio head / base, unchanged code."""
-    out = np.empty((trials, len(host.names), processes))
+@dataclass(frozen=True)
+class ABLogs:
+    """Simulated A/B sessions of unchanged code, (trials, cases, processes) each: a process
+    pair's log ratio head / base as the gate reads it (``cycle``: stats.paired_logs, the two
+    sides' rounds matched by cycle), as it read it before (``process``: the ratio of the two
+    processes' medians); and per (trials, cases) the variance of a pair's cycle logs about
+    their mean, pooled over its pairs, with its df and its cycles a pair (the what-ifs)."""
+
+    process: np.ndarray
+    cycle: np.ndarray
+    within: np.ndarray
+    within_df: np.ndarray
+    cycles: np.ndarray
+
+
+def ab_logs(host: Host, rng: np.random.Generator, trials: int, processes: int,
+            process_sd: float = 0.0) -> ABLogs:
+    """Each simulated pair of processes runs the recorded process's rounds in its cycles
+    (Measure.cycles: a turn of one to three rounds a cycle, the two sides' turns of a cycle
+    back to back). A cycle's moment is shared by both sides' rounds in it; each round adds its
+    own part; ``process_sd`` (a what-if) gives each side's process an offset of its own."""
+    shape = (trials, len(host.names), processes)
+    process, cycle, within = np.empty(shape), np.empty(shape), np.zeros(shape[:2])
+    counts = np.zeros(shape[:2]), np.zeros(len(host.names))
     moment, own = math.sqrt(1 - host.own**2), host.own
     for c, recorded in enumerate(host.rounds):
         pool = np.concatenate(recorded)
         for i in range(processes):
-            n = len(recorded[i % len(recorded)])
-            shared = moment * rng.choice(pool, (trials, n))
-            base = np.median(shared + own * rng.choice(pool, (trials, n)), axis=1)
-            head = np.median(shared + own * rng.choice(pool, (trials, n)), axis=1)
-            out[:, c, i] = head - base
-    return out
+            labels = host.cycles[c][i % len(recorded)]
+            ids = np.unique(labels)
+            shared = (moment * rng.choice(pool, (trials, len(ids))))[:, np.searchsorted(
+                ids, labels)]
+            base, head = (shared + own * rng.choice(pool, (trials, len(labels)))
+                          + process_sd * rng.standard_normal((trials, 1)) for _ in range(2))
+            process[:, c, i], cycle[:, c, i], ss = pair_logs(base, head, labels)
+            within[:, c] += ss
+            counts[0][:, c] += len(ids) - 1
+            counts[1][c] += len(ids) / processes
+    return ABLogs(process, cycle, within / counts[0], counts[0], counts[1])
+
+
+def pair_logs(base: np.ndarray, head: np.ndarray,
+              labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One process pair's log rounds (trials, rounds) a side, each round's cycle ``labels``:
+    the log ratio of the two processes' medians, stats.paired_logs's by cycle, and the sum of
+    squares of the cycle logs about their mean (trials each)."""
+    def median(x: np.ndarray) -> np.ndarray:  # of the seconds, as stats takes it
+        return np.log(np.median(np.exp(x), axis=1))
+
+    ids = np.unique(labels)
+    logs = np.stack([median(head[:, labels == k]) - median(base[:, labels == k])
+                     for k in ids], axis=1)
+    return (median(head) - median(base), hodges_lehmann(logs),
+            ((logs - logs.mean(axis=1, keepdims=True)) ** 2).sum(axis=1))
+
+
+def hodges_lehmann(logs: np.ndarray) -> np.ndarray:
+    """stats.cycle_log along the last axis: the median of the pairwise means."""
+    i, j = np.triu_indices(logs.shape[-1])
+    return np.median((logs[..., i] + logs[..., j]) / 2, axis=-1)
 
 
 @dataclass(frozen=True)
@@ -178,6 +241,26 @@ def ab_variances(logs: np.ndarray, moderated: bool = True) -> tuple[np.ndarray, 
     return moderate(var, n - 1, run_priors(var, n - 1))
 
 
+def block_variances(ab: ABLogs, how: str) -> tuple[np.ndarray, np.ndarray]:
+    """Tried: a pair's variance from its cycles' spread, ``w`` (the pooled within-pair
+    variance of the cycle logs over the cycles a pair, on the within df). ``units``: each
+    cycle pair a unit, the process pair a block: ``w`` itself, which holds only while the
+    two sides' processes add nothing of their own. ``factor``: times the session's ratio of
+    the pairs' variance to ``w`` (the share of the pairs' spread the cycles do not see, and
+    the estimator's efficiency), one factor for the session. ``trend``: each case's pairs'
+    own variance over its ``w``, moderated by a prior fitted on those ratios over the session
+    (limma-trend's idea, the cycles' spread as the covariate), times ``w``."""
+    w = ab.within / ab.cycles
+    if how == "units":
+        return w, ab.within_df
+    own = ab.cycle.var(axis=2, ddof=1)
+    if how == "factor":
+        return w * (own.sum(axis=1) / w.sum(axis=1))[:, None], ab.within_df
+    n = ab.cycle.shape[2]
+    ratio, dfs = moderate(own / w, n - 1, run_priors(own / w, n - 1))
+    return ratio * w, dfs
+
+
 def ab_verdicts(logs: np.ndarray, variances: tuple[np.ndarray, np.ndarray], slowdown: float,
                 *, alpha: float, threshold: float) -> Verdicts:
     """The A/B gate on every case of every trial, each case's head ``slowdown`` slower
@@ -187,7 +270,10 @@ def ab_verdicts(logs: np.ndarray, variances: tuple[np.ndarray, np.ndarray], slow
     n = logs.shape[2]
     shifted = logs + math.log1p(slowdown)
     var, dfs = variances
-    p = scipy_stats.t.sf(shifted.mean(axis=2) / np.sqrt(var / n), dfs)
+    diff, se = shifted.mean(axis=2), np.sqrt(var / n)
+    with np.errstate(divide="ignore", invalid="ignore"):  # pairs that agreed exactly: as
+        t = np.where(se > 0, diff / se, np.where(diff > 0, np.inf, -np.inf))  # stats does
+    p = scipy_stats.t.sf(t, dfs)
     return Verdicts(p, (p < alpha) & (np.median(shifted, axis=2) > math.log1p(threshold)))
 
 
@@ -294,6 +380,10 @@ def table(title: str, judge: Mapping[str, Sequence[Verdicts]], alpha: float) -> 
     return lines + [""]
 
 
+def _pair_sd(logs: np.ndarray) -> float:
+    return float(np.sqrt(np.median(logs.var(axis=2, ddof=1))))
+
+
 def main() -> int:
     cli = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     cli.add_argument("run", nargs="?", type=Path, default=BASELINE)
@@ -304,23 +394,41 @@ def main() -> int:
     cli.add_argument("--between", type=float, default=0.0,
                      help="sd of each case's day-to-day shift in the stored-baseline gate")
     cli.add_argument("--seed", type=int, default=52)
+    cli.add_argument("--process-sd", type=float, default=0.0,
+                     help="A/B what-if: sd of an offset of each side's process of its own")
+    cli.add_argument("--ab-only", action="store_true", help="the A/B gate's table alone")
     args = cli.parse_args()
     if not args.threshold.endswith("%"):
         cli.error("--threshold takes a percentage with %, e.g. 10%")
     threshold = float(args.threshold[:-1]) / 100
     host = Host.load(args.run)
     rng = np.random.default_rng(args.seed)
-    logs = ab_logs(host, rng, args.trials, args.processes)
-    base, cur = stored_logs(host, rng, args.trials, args.processes, args.between)
+    found = ab_logs(host, rng, args.trials, args.processes, args.process_sd)
     kw = {"alpha": args.alpha, "threshold": threshold}
     print(f"`python tools/gate_power.py {args.run} --processes {args.processes} --trials "
           f"{args.trials} --alpha {args.alpha} --threshold {args.threshold} --between "
-          f"{args.between} --seed {args.seed}`: {len(host.names)} cases; back-to-back rounds "
-          f"do not share {host.own:.2f} of a round's sd\n")
+          f"{args.between} --seed {args.seed} --process-sd {args.process_sd}`: "
+          f"{len(host.names)} cases; back-to-back rounds do not share {host.own:.2f} of a "
+          f"round's sd; a pair's sd (median case) {_pair_sd(found.cycle):.1%} by cycle, "
+          f"{_pair_sd(found.process):.1%} from process medians\n")
     ab = {name: [ab_verdicts(logs, variances, s, **kw) for s in SLOWDOWNS]
-          for name, variances in (("moderated (the gate)", ab_variances(logs)),
-                                  ("plain paired t", ab_variances(logs, moderated=False)))}
+          for name, logs, variances in (
+              ("by cycle, moderated (the gate)", found.cycle, ab_variances(found.cycle)),
+              ("by cycle, plain paired t", found.cycle, ab_variances(found.cycle, False)),
+              ("process medians, moderated (before)", found.process,
+               ab_variances(found.process)),
+              ("process medians, plain paired t", found.process,
+               ab_variances(found.process, False)),
+              ("by cycle, cycles as units in process blocks (tried)", found.cycle,
+               block_variances(found, "units")),
+              ("by cycle, units times the session's factor (tried)", found.cycle,
+               block_variances(found, "factor")),
+              ("by cycle, moderated on the cycles' spread (tried)", found.cycle,
+               block_variances(found, "trend")))}
     print("\n".join(table(f"A/B, {args.processes} processes a side", ab, args.alpha)))
+    if args.ab_only:
+        return 0
+    base, cur = stored_logs(host, rng, args.trials, args.processes, args.between)
     stored = {how: [stored_verdicts(found, s, **kw) for s in SLOWDOWNS]
               for how, found in ((h, stored_variances(base, cur, host.groups, h))
                                  for h in STORED)}

@@ -5,7 +5,8 @@ of REF (a git revision, checked out into a temporary worktree) and once with thi
 workers alive side by side and their timed turns alternating (measuring/campaign.py). Process i of the
 base ran beside process i of the head, so each case gets paired samples, and slow periods of a
 shared runner fall on both alike. A case is SLOWER when a paired t-test on the log ratios of
-its processes (stats.paired_ratio), its variance moderated by what the session's other cases
+its processes (stats.paired_ratio; each pair's from the two sides' rounds of the same cycles,
+which ran back to back: stats.paired_logs), its variance moderated by what the session's other cases
 say about spread (``session_prior``: limma's moderated t, so three processes a side are
 judged with the session's degrees of freedom), puts it slower with p below
 --mlbench-gate-alpha and by more than --mlbench-gate-threshold;
@@ -138,7 +139,8 @@ def compare(name: str, base: Outcome | None, head: Outcome, *, threshold: float,
     if isinstance(found, regression.Row):
         return found
     b, h = found
-    ratio = stats.paired_ratio(b.per_step(), h.per_step(), prior=prior)
+    ratio = stats.paired_ratio(b.per_step(), h.per_step(), cycles=(b.cycles, h.cycles),
+                               prior=prior)
     return regression.Row(name, regression.verdict(ratio, threshold, alpha), threshold,
                           b.estimate(), h.estimate(), ratio)
 
@@ -151,8 +153,9 @@ def session_prior(pairs: Pairs) -> stats.Prior | None:
     every case that can be judged: with it, three processes a side are judged with the
     degrees of freedom of the whole session (None below stats.PRIOR_MIN such cases)."""
     found = (paired(name, base, head, 0.0) for name, (base, head) in pairs.items())
-    return stats.Prior.of_logs(stats.paired_logs(b.per_step(), h.per_step())
-                               for b, h in (f for f in found if isinstance(f, tuple)))
+    return stats.Prior.of_logs(
+        stats.paired_logs(b.per_step(), h.per_step(), (b.cycles, h.cycles))
+        for b, h in (f for f in found if isinstance(f, tuple)))
 
 
 @dataclass

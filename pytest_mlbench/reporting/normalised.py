@@ -154,15 +154,18 @@ def _padded(label: str, cells: list[str], width: int) -> list[str]:
 
 def relatives(pairs: Sequence[tuple[Measure, Measure]]) -> list[stats.Ratio]:
     """``measure / reference`` for each pair of one run, with its interval: paired when both
-    ran in the session, and then moderated by the spread of the run's other paired ratios
-    (stats.Prior, fitted over ``pairs``); otherwise independent (stats.ratio)."""
-    sides = [(ref.per_step(), m.per_step()) for m, ref in pairs]
-    paired = [len(mine) == len(theirs) > 1 for theirs, mine in sides]
-    logs = [stats.paired_logs(theirs, mine)
-            for (theirs, mine), p in zip(sides, paired, strict=True) if p]
+    ran in the session (each process pair's ratio from the two cases' rounds of the same
+    cycles: a group's cases take their turns in every cycle of a pass, so a cycle's moment
+    of the host falls on both), and then moderated by the spread of the run's other paired
+    ratios (stats.Prior, fitted over ``pairs``); otherwise independent (stats.ratio)."""
+    sides = [(ref.per_step(), m.per_step(), (ref.cycles, m.cycles)) for m, ref in pairs]
+    paired = [len(mine) == len(theirs) > 1 for theirs, mine, _ in sides]
+    logs = [stats.paired_logs(theirs, mine, cycles)
+            for (theirs, mine, cycles), p in zip(sides, paired, strict=True) if p]
     prior = stats.Prior.fit([(float(np.var(x, ddof=1)), len(x) - 1) for x in logs])
-    return [stats.paired_ratio(theirs, mine, prior=prior) if p else stats.ratio(theirs, mine)
-            for (theirs, mine), p in zip(sides, paired, strict=True)]
+    return [stats.paired_ratio(theirs, mine, cycles=cycles, prior=prior) if p
+            else stats.ratio(theirs, mine)
+            for (theirs, mine, cycles), p in zip(sides, paired, strict=True)]
 
 
 def _cells(impl: str, m: Measure, est: stats.Estimate, ratio: stats.Ratio | None,
