@@ -79,12 +79,30 @@ def runs_at_compute(fn: Callable[..., Any], p: Any, case: Any) -> None:
 def optimizer(opt: Any, params: list[Any]) -> torch.optim.Optimizer:
     """The spec's optimizer as torch.optim's own."""
     if opt.name in ("sgd", "momentum"):
-        return torch.optim.SGD(params, lr=opt.lr, momentum=opt.momentum)
+        sgd = torch.optim.SGD(params, lr=opt.lr, momentum=opt.momentum)
+        if opt.momentum:
+            momentum_from_zeros(sgd)
+        return sgd
     kind = torch.optim.Adam if opt.name == "adam" else torch.optim.AdamW
     extra = {"weight_decay": opt.weight_decay} if opt.name == "adamw" else {}
     built = kind(params, lr=opt.lr, betas=(opt.b1, opt.b2), eps=opt.eps, **extra)
     count_in_float64(built)
     return built
+
+
+def momentum_from_zeros(opt: torch.optim.Optimizer) -> None:
+    """SGD's momentum buffers made before the first step, at zero, as the spec's state starts.
+
+    torch makes a buffer lazily, the first step's a copy of the gradient; under torch.compile
+    the first step is then traced without buffers and the second with them, so the whole
+    optimizer step compiled twice (guard ``len(self.state[...]) != 0``; cnn's and
+    mlp_optim's momentum cases; docs/journal/2026-11-28-test-line-compile.md). From zero the
+    first step's ``buf.mul_(momentum).add_(grad)`` is the gradient exactly (0 * momentum is
+    0, 0 + g is g; dampening is 0), and every later step is torch's own as before."""
+    for group in opt.param_groups:
+        for p in group["params"]:
+            opt.state[p] = {"momentum_buffer": torch.zeros_like(
+                p, memory_format=torch.preserve_format)}
 
 
 def count_in_float64(opt: torch.optim.Optimizer) -> None:
