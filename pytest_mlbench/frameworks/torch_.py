@@ -285,7 +285,13 @@ class TorchAdapter:
             graphs[0] += 1  # one call per graph dynamo hands to the backend
             return compile_fx(gm, example_inputs)
 
-        return Compiled(torch.compile(fn, backend=counting_inductor),
+        # dynamic=False: a case's graphs are specialised to its own shapes, as its worker's
+        # first case's are. Cases share the step's code (builders/torch_.py Trainer), and
+        # dynamo's automatic dynamic shapes, kept per code object across backends, traced a
+        # later case of other shapes with symbolic sizes: what was timed depended on the cases
+        # the worker served before it (cnn after mlp_optim momentum crashed inductor there;
+        # docs/journal/2026-11-28-test-line-compile.md)
+        return Compiled(torch.compile(fn, backend=counting_inductor, dynamic=False),
                         variant, traces=lambda: graphs[0],
                         guard=lambda: torch.compiler.set_stance("fail_on_recompile"),
                         name=getattr(fn, "__name__", ""))
