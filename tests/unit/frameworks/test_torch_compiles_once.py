@@ -65,4 +65,3 @@ def test_a_momentum_step_compiles_once(graphs: list[str]) -> None:
         step()
     assert first > 0 and len(graphs) == first, (
         f"{len(graphs) - first} graph(s) compiled after the first step")
-
