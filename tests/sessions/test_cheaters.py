@@ -424,8 +424,14 @@ def test_an_honest_timed_case_records_the_cores_its_rounds_used(timed: Session) 
     (checking/cores.py): an honest round on its one core uses at most about one."""
     run_json = json.loads(Path(timed.folder / "run.json").read_text())
     (bench,) = [b for b in run_json["benchmarks"] if "honest-numpy" in b["name"]]
-    ratios = [c["cores_ratio"] for c in bench["extra_info"]["mlbench"]["checks"]["clocks"]]
-    assert len(ratios) == 2 and all(0 < r <= 1 + cores.MARGIN for r in ratios), ratios
+    record = bench["extra_info"]["mlbench"]
+    ratios = [c["cores_ratio"] for c in record["checks"]["clocks"]]
+    # as the check allows: the margin, and the reads' slack over the shortest round, a turn's
+    # dropped one of a single step (a toy's step ~0.3 ms: a one-core round read 1.11 there)
+    measure = record["measure"]
+    step_s = min(min(p) for p in measure["passes"]) / measure["steps_per_call"]
+    bound = 1 + cores.MARGIN + cores.SLACK_S / step_s
+    assert len(ratios) == 2 and all(0 < r <= bound for r in ratios), (ratios, bound)
 
 
 def test_the_audited_rounds_differ_between_passes_and_the_honest_case_passes_timed(
