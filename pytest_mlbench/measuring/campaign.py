@@ -509,7 +509,7 @@ class Campaign:
         for cycle in range(schedule.CYCLES):
             for i in schedule.cycle_order(self.plan.seed, p, cycle, len(names)):
                 pair, counts = by_case[names[i]], turns[names[i]]
-                if cycle >= len(counts) or not counts[cycle]:
+                if not counts[cycle]:  # a cycle the case sits out (schedule.turns)
                     continue
                 last = not any(counts[cycle + 1:])
                 # ABAB, then BABA: by the case's own turns (a case may sit a cycle out)

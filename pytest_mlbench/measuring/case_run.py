@@ -306,9 +306,9 @@ class CaseRun:
         (the first round after the worker resumes from SIGSTOP pays for cold caches and the
         other workers' traces), in ``cycle`` of the pass's timed phase; returns the recorded
         seconds (the slowest rank's). Discarded rounds are numbered and run like any other,
-        never audited (schedule.audited_rounds: the worker can tell them). One Round command a round, each with its own keys (``follows`` set
-        on all but the first): the worker learns a round's probes or batches only as that
-        round starts."""
+        never audited (schedule.audited_rounds: the worker can tell them). One Round command
+        a round, each with its own keys (``follows`` set on all but the first): the worker
+        learns a round's probes or batches only as that round starts."""
         first = self.ledger.rounds_done + 1
         total = rounds + discard
         numbers = list(range(first, first + total))
