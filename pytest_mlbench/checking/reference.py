@@ -225,13 +225,23 @@ class Reference:
         """The reference's steps from ``params`` (a seeded start, at ``dtype``) with fresh
         optimizer state, as ``train`` takes them, each on its step's batch of a pass with data
         secret ``secret`` (None: every step on ``inputs``): one per optimizer, dtype, start
-        and secret, kept, shared by every framework of the pass."""
-        key = (optimizer, np.dtype(dtype).name, data.digest(params, inputs), secret)
+        and secret, kept, shared by every framework of the pass. A pass's steps before its
+        first secret batch (data.public_steps) are the public trajectory's (secret None),
+        taken from it: the first pass computed them for its checked steps."""
+        start = (optimizer, np.dtype(dtype).name, data.digest(params, inputs))
         with self._lock:
+            public = self._trajectories.get((*start, None))
+            if public is None:
+                public = self._trajectories[(*start, None)] = Trajectory(
+                    self.step, optimizer, params, inputs, dtype, one_blas_thread)
+            if secret is None:
+                return public
+            key = (*start, secret)
             if key not in self._trajectories:
-                self._trajectories[key] = Trajectory(self.step, optimizer, params, inputs,
-                                                        dtype, one_blas_thread,
-                                                        self.batch_of(inputs, secret))
+                self._trajectories[key] = Trajectory(
+                    self.step, optimizer, params, inputs, dtype, one_blas_thread,
+                    self.batch_of(inputs, secret),
+                    shared=(public, data.public_steps(self.workload)))
             return self._trajectories[key]
 
     def companion(self, optimizer: Optimizer, params: Arrays, inputs: Arrays, dtype: Any,

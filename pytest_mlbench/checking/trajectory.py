@@ -47,14 +47,20 @@ class Trajectory:
     ``every`` steps. Checkpoints beyond CHECKPOINT_BYTES thin out (``every`` doubles). The
     gradients bypass the Reference's value cache, which a hundred steps would empty of every
     value the checks ask for again. One lock: a second thread asking for the same steps waits
-    for them rather than computing them too."""
+    for them rather than computing them too.
+
+    ``shared``: another trajectory from the same start and its first steps that are this
+    one's (a pass's steps on the seeded data, before its first secret batch: the public
+    trajectory's), taken from it rather than computed again."""
 
     def __init__(self, step: Step, optimizer: Optimizer, params: Arrays, inputs: Arrays,
                  dtype: Any, guard: Guard = contextlib.nullcontext,
-                 batch_of: Callable[[int], Arrays] | None = None) -> None:
+                 batch_of: Callable[[int], Arrays] | None = None,
+                 shared: tuple[Trajectory, int] | None = None) -> None:
         self.step, self.optimizer, self.dtype = step, optimizer, dtype
         # step n's batch (float64), n counted from 1 (data.step_key); None: ``inputs`` always
         self.batch_of = batch_of
+        self.shared = shared
         self.guard = guard  # around each walk (one BLAS thread: once, not at every step)
         self.inputs = data.widen(inputs)
         start = data.widen(params)
@@ -119,12 +125,18 @@ class Trajectory:
         return mark, (_widened(params), _widened(opt_state))
 
     def _advance(self, step: int, state: State) -> State:
-        """From ``state`` after ``step`` steps, one more. Past the head the trajectory grows:
-        the step's loss, the new head and, every ``every`` steps, a checkpoint."""
-        with spend("references"):
-            inputs = self.inputs if self.batch_of is None else self.batch_of(step + 1)
-            loss, params, opt_state = self.step(self.optimizer, *state, inputs, self.dtype,
-                                                cached=False)
+        """From ``state`` after ``step`` steps, one more (a shared step: the other
+        trajectory's). Past the head the trajectory grows: the step's loss, the new head and,
+        every ``every`` steps, a checkpoint."""
+        if self.shared is not None and step < self.shared[1]:
+            source = self.shared[0]
+            loss = source.losses(step + 1)[step]
+            params, opt_state = source.state(step + 1)
+        else:
+            with spend("references"):
+                inputs = self.inputs if self.batch_of is None else self.batch_of(step + 1)
+                loss, params, opt_state = self.step(self.optimizer, *state, inputs, self.dtype,
+                                                    cached=False)
         if step == len(self._losses):
             self._losses.append(loss)
             self._head = (step + 1, (params, opt_state))

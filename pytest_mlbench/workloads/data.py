@@ -106,14 +106,21 @@ def probe(workload: Any, shape: Any, task: Any, seed: int, index: int, policy: P
 
 # -- training batches: drawn per step, revealed as the step's round starts ----------------------
 
+def public_steps(workload: Any) -> int:
+    """The training steps from the seeded start whose batch is the seeded data as they are
+    (key 0) in every pass, whatever its data secret: the checked steps before timing. Every
+    pass's reference trajectory shares them with the public one (Reference.trajectory)."""
+    return int(workload.check_steps)
+
+
 def step_key(secret: int, workload: Any, shape: Any, step: int) -> int:
     """The batch key of training step ``step`` (counted from 1 at the seeded start) in a pass
     whose data secret is ``secret``: 0 (the seeded data as they are) for the checked steps
-    before timing, else a key drawn from the secret. The parent holds the secret and sends
-    each round the keys of its steps only, so no step's batch exists in the worker before its
-    round starts; every case of a workload and shape in a pass draws the same keys, so their
-    reference trajectories are one."""
-    if step <= workload.check_steps:
+    before timing (public_steps), else a key drawn from the secret. The parent holds the
+    secret and sends each round the keys of its steps only, so no step's batch exists in the
+    worker before its round starts; every case of a workload and shape in a pass draws the
+    same keys, so their reference trajectories are one."""
+    if step <= public_steps(workload):
         return 0
     rng = generator(secret, workload.data_key or workload.name, shape.label, "step", str(step))
     return int(rng.integers(1, 2**62))

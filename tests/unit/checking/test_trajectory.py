@@ -224,6 +224,24 @@ def test_the_audit_passes_parameters_within_the_fixed_tolerance_of_a_converged_s
     audit_step_count(ctx, reported(near), where=WHERE)
 
 
+@pytest.mark.parametrize("steps", [STEP, 300])
+def test_a_count_within_tolerance_computes_no_reference_step_past_it(steps: int) -> None:
+    """Parameters at the reference's step N pass on step N alone: the neighbours the
+    nearest-step rule reads are computed only when that rule is needed (each pass's furthest
+    count computed step N + 1 for nothing before), past ABSOLUTE_STEPS too."""
+    ctx = context(sgd(0.02))
+    honest = ctx.reference.trajectory(sgd(0.02), ctx.params, ctx.inputs, ctx.dtype,
+                                      secret=5).state(steps)[0]
+    fresh = context(sgd(0.02))
+    calls = counted(fresh)
+    assert audit_step_count(fresh, reported(honest, steps=steps), where=WHERE, secret=5) is None
+    assert calls[0] == steps
+    behind = ctx.reference.trajectory(sgd(0.02), ctx.params, ctx.inputs, ctx.dtype,
+                                      secret=5).state(STEP - 1)[0]
+    with pytest.raises(AssertionError, match=rf"nearest the reference's step {STEP - 1}\b"):
+        audit_step_count(fresh, reported(behind, steps=STEP), where=WHERE, secret=5)
+
+
 def test_the_audit_counts_past_absolute_steps_while_the_reference_is_affordable(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Parameters left at the start are caught at step 128 and past it (a lag that begins
@@ -415,6 +433,37 @@ def test_the_cached_trajectory_is_train_from_the_seeded_start_bit_for_bit(
     assert ref.trajectory(optimizer, ctx.params, ctx.inputs, ctx.dtype) is cached
     other = context(optimizer, "fp64")  # another dtype and start: another trajectory
     assert ref.trajectory(optimizer, other.params, other.inputs, other.dtype) is not cached
+
+
+@pytest.mark.parametrize("optimizer", [momentum(0.05), adam(0.01)], ids=lambda o: o.name)
+def test_each_pass_takes_the_steps_on_the_seeded_data_from_the_public_trajectory(
+        optimizer: Optimizer) -> None:
+    """A pass's trajectory (its own data secret) begins with the checked steps on the seeded
+    data (data.public_steps), which the first pass computed for its checks: three passes
+    compute only the steps past them, each its own once, and every state is Reference.train's
+    on the pass's batches, bit for bit. (Each pass computed its public steps again before.)"""
+    ctx = context(optimizer)
+    ref = ctx.reference
+    calls = counted(ctx)
+    public, steps = data.public_steps(ref.workload), 12
+    assert public == 3
+    ref.trajectory(optimizer, ctx.params, ctx.inputs, ctx.dtype).losses(public)  # the checks
+    assert calls[0] == public
+    for secret in (11, 12, 13):
+        before = calls[0]
+        walked = ref.trajectory(optimizer, ctx.params, ctx.inputs, ctx.dtype, secret)
+        states = walked.states(0, steps)
+        losses = walked.losses(steps)
+        assert_same_state(walked.state(1), states[1], "asked again")  # kept: not computed
+        assert calls[0] - before == steps - public, f"secret {secret}"
+        keys = [data.step_key(secret, ref.workload, SHAPE, n) for n in range(1, steps + 1)]
+        assert keys[:public] == [0] * public and all(keys[public:])
+        expected = ref.train(optimizer, ctx.params, {}, ctx.inputs, steps, ctx.dtype, keys)
+        assert losses == expected[0]
+        assert_same_state(states[steps], expected[1:], f"secret {secret}, {steps} steps")
+        for n in range(public + 1):
+            assert_same_state(states[n], ref.trajectory(optimizer, ctx.params, ctx.inputs,
+                                                        ctx.dtype).state(n), f"step {n}")
 
 
 def test_checkpoints_replay_the_states_of_a_straight_run(monkeypatch: pytest.MonkeyPatch) -> None:
