@@ -27,7 +27,11 @@ Hodges-Lehmann estimate over the cycles) and, beside it, the ratio of the two pr
 medians (the gate before). ``--process-sd`` gives each side's process an offset of its own
 (a what-if: the committed baseline's rounds show none beyond what the cycles give, pooled
 over its groups); the tried statistics that take each cycle pair as a unit assume there is
-none.
+none. ``--max-time``, ``--min-rounds`` and ``--cycles`` lay each process's rounds out as the
+code would under that plan (tools/gate_layout.py: schedule.rounds_per_process, turn_rounds
+and turns, each case's round cost read from the run) in place of the cycles the run
+recorded, and say what a pass's timed rounds cost then; the header also says where the run's
+spread lives (per round, per turn, per process, and a process's own beyond its group's pass).
 
 **Stored baseline** (``--mlbench-gate``): two runs on different days, nothing shared. A
 case's process figure moves with its comparison group's pass (the host's moments while the
@@ -56,6 +60,9 @@ from scipy import stats as scipy_stats
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(ROOT / "tools"))
+
+import gate_layout  # noqa: E402
 from pytest_mlbench import spread  # noqa: E402
 from pytest_mlbench.storing import runs  # noqa: E402
 from pytest_mlbench.storing.record import Record  # noqa: E402
@@ -76,21 +83,34 @@ class Host:
     own: float  # share of a round's spread that rounds run back to back do not share (sd)
     pass_sd: np.ndarray  # per group: sd of its pass effect on the log process medians
     case_sd: np.ndarray  # per case: sd of its process medians about its group's pass effects
+    costs: tuple[gate_layout.Cost, ...]  # per case: what a round costs (--max-time etc.)
+    plan: gate_layout.Plan  # the plan the run was recorded with
+    parts: gate_layout.Parts  # where the cases' spread lives: round, turn, process
+    own_parts: gate_layout.Parts  # every case's, less its group's pass effects (the host's)
 
     @classmethod
     def load(cls, path: Path) -> Host:
         run = runs.load_run(path)
         cases = [(e, r) for e, r in run.cases if r.measure is not None
                  and sum(1 for p in r.measure.passes if p) >= 2]
-        logs = [[np.log(np.asarray(p)) for p in r.measure.per_step() if p]
-                for _, r in cases if r.measure is not None]
+        measures = [r.measure for _, r in cases if r.measure is not None]
+        logs = [[np.log(np.asarray(p)) for p in m.per_step() if p] for m in measures]
         labels = sorted({r.identity.group for _, r in cases})
         groups = np.array([labels.index(r.identity.group) for _, r in cases])
         pass_sd, case_sd = _layout([np.array([np.median(p) for p in x]) for x in logs], groups)
+        cycles = tuple(_cycles_of(r, x) for (_, r), x in zip(cases, logs, strict=True))
+        plan = gate_layout.recorded_plan(path, max(len(x) for x in logs))
         return cls(tuple(r.name for _, r in cases), groups,
-                   tuple(tuple(p - np.median(p) for p in x) for x in logs),
-                   tuple(_cycles_of(r, x) for (_, r), x in zip(cases, logs, strict=True)),
-                   _own_share(cases, logs), pass_sd, case_sd)
+                   tuple(tuple(p - np.median(p) for p in x) for x in logs), cycles,
+                   _own_share(cases, logs), pass_sd, case_sd,
+                   tuple(gate_layout.cost_of(m, plan) for m in measures), plan,
+                   gate_layout.spread_parts(logs, cycles, split_only=True),
+                   gate_layout.spread_parts(gate_layout.less_pass_effects(logs, groups), cycles))
+
+    def laid_out(self, plan: gate_layout.Plan) -> tuple[tuple[np.ndarray, ...], ...]:
+        """Each case's rounds' cycles in every process under ``plan`` (gate_layout.labels),
+        in place of those the run recorded."""
+        return tuple((gate_layout.labels(cost, plan),) for cost in self.costs)
 
 
 def _cycles_of(record: Record, logs: list[np.ndarray]) -> tuple[np.ndarray, ...]:
@@ -158,19 +178,22 @@ class ABLogs:
 
 
 def ab_logs(host: Host, rng: np.random.Generator, trials: int, processes: int,
-            process_sd: float = 0.0) -> ABLogs:
+            process_sd: float = 0.0,
+            layout: Sequence[Sequence[np.ndarray]] | None = None) -> ABLogs:
     """Each simulated pair of processes runs the recorded process's rounds in its cycles
     (Measure.cycles: a turn of one to three rounds a cycle, the two sides' turns of a cycle
-    back to back). A cycle's moment is shared by both sides' rounds in it; each round adds its
-    own part; ``process_sd`` (a what-if) gives each side's process an offset of its own."""
+    back to back), or those ``layout`` gives (Host.laid_out: another plan's). A cycle's
+    moment is shared by both sides' rounds in it; each round adds its own part;
+    ``process_sd`` (a what-if) gives each side's process an offset of its own."""
     shape = (trials, len(host.names), processes)
     process, cycle, within = np.empty(shape), np.empty(shape), np.zeros(shape[:2])
     counts = np.zeros(shape[:2]), np.zeros(len(host.names))
     moment, own = math.sqrt(1 - host.own**2), host.own
+    layout = host.cycles if layout is None else layout
     for c, recorded in enumerate(host.rounds):
         pool = np.concatenate(recorded)
         for i in range(processes):
-            labels = host.cycles[c][i % len(recorded)]
+            labels = layout[c][i % len(layout[c])]
             ids = np.unique(labels)
             shared = (moment * rng.choice(pool, (trials, len(ids))))[:, np.searchsorted(
                 ids, labels)]
@@ -397,20 +420,33 @@ def main() -> int:
     cli.add_argument("--process-sd", type=float, default=0.0,
                      help="A/B what-if: sd of an offset of each side's process of its own")
     cli.add_argument("--ab-only", action="store_true", help="the A/B gate's table alone")
+    cli.add_argument("--max-time", type=float, help="A/B: lay the rounds out as the code "
+                     "would at this --benchmark-max-time (the run's otherwise)")
+    cli.add_argument("--min-rounds", type=int, help="A/B: ... at this --benchmark-min-rounds")
+    cli.add_argument("--cycles", type=int, help="A/B: ... with this many cycles a pass")
     args = cli.parse_args()
     if not args.threshold.endswith("%"):
         cli.error("--threshold takes a percentage with %, e.g. 10%")
     threshold = float(args.threshold[:-1]) / 100
     host = Host.load(args.run)
     rng = np.random.default_rng(args.seed)
-    found = ab_logs(host, rng, args.trials, args.processes, args.process_sd)
+    if (args.max_time is not None and args.max_time <= 0) or (args.cycles or 1) < 1:
+        cli.error("--max-time takes seconds above 0 and --cycles a count of 1 or more")
+    plan = gate_layout.asked(host.plan, args.processes, args.max_time, args.min_rounds,
+                             args.cycles)
+    found = ab_logs(host, rng, args.trials, args.processes, args.process_sd,
+                    None if plan is None else host.laid_out(plan))
     kw = {"alpha": args.alpha, "threshold": threshold}
     print(f"`python tools/gate_power.py {args.run} --processes {args.processes} --trials "
           f"{args.trials} --alpha {args.alpha} --threshold {args.threshold} --between "
-          f"{args.between} --seed {args.seed} --process-sd {args.process_sd}`: "
+          f"{args.between} --seed {args.seed} --process-sd {args.process_sd}"
+          + "".join(f" --{k.replace('_', '-')} {v}" for k, v in vars(args).items()
+                    if k in ("max_time", "min_rounds", "cycles") and v is not None) + "`: "
           f"{len(host.names)} cases; back-to-back rounds do not share {host.own:.2f} of a "
           f"round's sd; a pair's sd (median case) {_pair_sd(found.cycle):.1%} by cycle, "
-          f"{_pair_sd(found.process):.1%} from process medians\n")
+          f"{_pair_sd(found.process):.1%} from process medians; "
+          f"{gate_layout.parts_line(host.parts, host.own_parts)}")
+    print(gate_layout.layout_line(host.costs, host.plan, plan, args.processes) + "\n")
     ab = {name: [ab_verdicts(logs, variances, s, **kw) for s in SLOWDOWNS]
           for name, logs, variances in (
               ("by cycle, moderated (the gate)", found.cycle, ab_variances(found.cycle)),

@@ -211,3 +211,74 @@ def test_the_stored_gate_counts_the_days_between_the_runs(host: Any) -> None:
                                        between=0.10)
     assert stored_at(base, cur, host.groups, 0.0)["p"] <= 0.015
     assert stored_at(base, cur, host.groups, 0.0, between=False)["p"] > 0.03
+
+
+# -- other plans: --max-time, --min-rounds, --cycles (tools/gate_layout.py) -------------------
+
+def test_a_plan_lays_the_rounds_out_as_the_campaign_would(host: Any) -> None:
+    """At the run's plan a case of many calls a round records as the run did; a longer
+    max-time gives a fast case (mlp's NumPy step, 11-13 ms rounds) more rounds and leaves a
+    slow one (pex's NumPy step, 140-230 ms) at the floor of one round a cycle; a higher
+    min-rounds raises the floor for every case, in the same six turns; more cycles, more
+    turns; a case of one call a round records two rounds a turn (schedule.turn_rounds)."""
+    layout = gate_power.gate_layout
+    fast, slow = (host.names.index(n) for n in ("mlp-numpy-eager-cpu-fp32",
+                                                "pex-numpy-eager-cpu-fp32"))
+    one_call = next(c for c, cost in enumerate(host.costs) if cost.calls == 1)
+
+    def counts(c: int, *options: Any) -> list[int]:
+        plan = layout.Plan(3, *options)
+        return np.bincount(layout.labels(host.costs[c], plan), minlength=plan.cycles).tolist()
+
+    recorded = [len(x) for x in host.rounds[fast]]
+    assert min(recorded) <= sum(counts(fast, 0.5)) <= max(recorded)
+    assert sum(counts(fast, 1.0)) >= 1.8 * sum(counts(fast, 0.5))
+    assert counts(slow, 0.5) == counts(slow, 1.5) == [1] * 6
+    assert counts(slow, 0.5, 36) == [2] * 6 and counts(slow, 0.5, 36, 12) == [1] * 12
+    assert counts(one_call, 0.5) == [2, 0, 2, 0, 2, 0]
+    cost = layout.pass_cost(host.costs, layout.Plan(3, 0.5, 36))
+    assert cost.recorded > 1.5 * layout.pass_cost(host.costs, layout.Plan(3, 0.5)).recorded
+
+
+def test_the_plan_options_reach_the_simulated_pairs(capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--min-rounds 36`` (two rounds a turn at the floor) narrows the simulated pairs
+    (their sd, median case, as the tool prints it) below the run's layout's; ``--cycles``
+    with it, more; an option the tool ignored would print the same sd."""
+    def pair_sd(*options: str) -> float:
+        monkeypatch.setattr(sys, "argv", ["gate_power", "--ab-only", "--trials", "40",
+                                          *options])
+        assert gate_power.main() == 0
+        out = capsys.readouterr().out
+        return float(out.split("(median case) ")[1].split("%")[0])
+
+    recorded, floor, cycles = (pair_sd(), pair_sd("--min-rounds", "36"),
+                               pair_sd("--min-rounds", "36", "--cycles", "12"))
+    assert floor < 0.85 * recorded and cycles < floor
+
+
+def test_spread_parts_finds_where_the_spread_was_put() -> None:
+    """Simulated rounds, 3 processes of 6 turns of 3 rounds, with known parts (sd: process
+    10%, turn 6%, round 4%) for 200 cases: the parts recovered within 15%; with each
+    process's offset shared by a group of five cases, less_pass_effects leaves (near) no
+    process part; with a case's own offset (5%) it leaves that."""
+    layout = gate_power.gate_layout
+    rng = np.random.default_rng(7)
+    cycles = [np.repeat(np.arange(6), 3)] * 3
+
+    def rounds(shared: np.ndarray, own: float) -> list[np.ndarray]:
+        return [shared[i] + own * rng.standard_normal() + 0.06 * np.repeat(
+            rng.standard_normal(6), 3) + 0.04 * rng.standard_normal(18) for i in range(3)]
+
+    cases, groups = [], np.repeat(np.arange(40), 5)
+    for g in range(40):
+        shared = 0.10 * rng.standard_normal(3)
+        cases += [rounds(shared, 0.0) for _ in range(5)]
+    found = layout.spread_parts(cases, [cycles] * 200)
+    per_case = np.array([found.round, found.turn, found.process]) / found.cases
+    assert np.allclose(per_case, [0.04**2, 0.06**2, 0.10**2], rtol=0.15)
+    assert abs(layout.spread_parts(layout.less_pass_effects(cases, groups),
+                                   [cycles] * 200).process / 200) < 0.01**2
+    own = [rounds(np.zeros(3), 0.05) for _ in range(200)]
+    left = layout.spread_parts(layout.less_pass_effects(own, groups), [cycles] * 200)
+    assert left.process / 200 == pytest.approx(0.05**2, rel=0.3)
