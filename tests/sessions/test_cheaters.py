@@ -164,6 +164,35 @@ def test_parameters_falling_behind_after_step_128_fail_the_count_at_the_pass_end
                   r"each step's batch is sent with its round")
 
 
+@background.session("uncountable")
+def uncountable_command(folder: Path) -> Command:
+    """lag128 alone, where no count from the seeded start can be read (as the smoke MLP's
+    could not at the step a loaded host's calibration ended on) and no round is audited at
+    random: what is left to catch it is its pass's last round, judged from the round's start."""
+    made = command(folder, "--mlbench-workers=1", "--mlbench-processes=1",
+                   "--benchmark-max-time=0.02", "--benchmark-min-rounds=5", "-k", "lag128")
+    with open(folder / "conftest.py", "a", encoding="utf-8") as conftest:
+        conftest.write("\nfrom pytest_mlbench.checking import audit as _audit\n"
+                       "from pytest_mlbench.measuring import schedule as _schedule\n"
+                       "_audit.count_unreadable = lambda *args, **kw: 'unreadable (the test)'\n"
+                       "_schedule.audited_rounds = lambda *args, **kw: set()\n")
+    return made
+
+
+@pytest.fixture(scope="module")
+def uncountable(tmp_path_factory: pytest.TempPathFactory) -> Session:
+    return read(background.result("uncountable", tmp_path_factory))
+
+
+def test_a_step_behind_where_no_count_can_be_read_fails_the_pass_end_from_its_round_start(
+        uncountable: Session) -> None:
+    """The count at the pass end is unreadable, so its last round is judged from the round's
+    start: the parameters a step behind moved by the batches before the round's."""
+    assert_caught(uncountable, case("lag128", "numpy"),
+                  r"timed round \d+ \(audited\): .* \d+ step\(s\) from the round's start, "
+                  r"displacement of \w+: differs by .*; each step's batch is sent with its round")
+
+
 # -- more cores than the session gave (issue 56) -----------------------------------------------
 
 TURN = r"timed turn of rounds \d+-\d+: "
