@@ -5,8 +5,8 @@ round's clock, the precision the arithmetic ran in, GFLOP/s against the measured
 calibrated on honest code: its honest range is stated in docs/MEASURING.md ("Thresholds,
 calibrated on honest code") and replayed by tests/unit/checking/test_honest_extremes.py.
 A margin is the statistic over what its check allows, oriented so that the check fails
-above 1.0; it reuses the checks' own allowances (audit.clock_floor, between_allowed,
-after_allowed; arithmetic's EXACT, COARSE, PRECISE), never a copy of their formulas.
+above 1.0; it reuses the checks' own allowances (audit.clock_floor, after_allowed;
+arithmetic's EXACT, COARSE, PRECISE), never a copy of their formulas.
 ``tools/honest_ranges.py`` prints the largest margin of each check over saved runs.
 """
 
@@ -22,13 +22,12 @@ Margin = tuple[str, float]  # (check, statistic over what it allows: fails above
 
 
 def of_clock(clock: audit.Clock) -> Iterator[Margin]:
-    """One pass's clock: the worker's clock against the parent's, the time between rounds
-    and the CPU after a round's clock (where each is judged)."""
+    """One pass's clock: the worker's clock against the parent's, and the CPU after a round's
+    clock (where each is judged)."""
     if clock.not_judged or not clock.turns:
         return
     floor, worker = audit.clock_floor(clock), clock.worker_s
     yield "clocks agree", floor / worker if worker > 0 else math.inf
-    yield "between rounds", clock.between_s / audit.between_allowed(clock)
     if audit.judged_after(clock):
         yield "after the clock", clock.after_s / audit.after_allowed(clock)
 

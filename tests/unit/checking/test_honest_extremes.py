@@ -46,8 +46,8 @@ def worst(check: str) -> tuple[float, dict[str, Any], Any]:
 
 def test_every_honest_case_of_the_main_job_passes_every_thresholded_check() -> None:
     judged = [(c, v, r["name"]) for r in records() for c, v in margins.of_record(r, PLAUSIBLE_MARGIN)]
-    assert {c for c, _, _ in judged} >= {"clocks agree", "between rounds", "after the clock",
-                                         "too exact", "too coarse", "GFLOP/s under the peak"}
+    assert {c for c, _, _ in judged} >= {"clocks agree", "after the clock", "too exact",
+                                         "too coarse", "GFLOP/s under the peak"}
     over = [j for j in judged if j[1] >= 1.0]
     assert not over, over
 
