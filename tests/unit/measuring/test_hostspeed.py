@@ -31,9 +31,11 @@ def test_a_timed_session_reads_the_host_before_each_process_outside_the_machine_
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     """The host probe of each process; the same session's records also show each process's
-    heap pre-touch. Two processes: each pass's audits count the toy's steps from the seeded
-    start (seconds a pass), and a second process is what shows a reading per process."""
-    toy(pytester, slow_s=0.0)
+    heap pre-touch. Two processes: a second process is what shows a reading per process. The
+    toy's step busy-waits a millisecond: each pass's references and audits replay its steps
+    from the seeded start in float64, and at its bare ~0.07 ms a call a round held ~30 times
+    the steps (references 4 s and audits 1 s of the session's 11 CPU-s; 4 in all now)."""
+    toy(pytester, slow_s=1e-3)
     out = pytester.path / "run.json"
     result = pytester.runpytest_subprocess("suites", "-p", "no:cacheprovider",
                                            "--mlbench-size=smoke", "--mlbench-processes=2",
