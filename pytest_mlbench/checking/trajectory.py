@@ -98,8 +98,22 @@ class Trajectory:
                     found[step] = state
                 if step == last:
                     return found
-                state = self._advance(step, state)
+                state = self._next(step, state)
                 step += 1
+
+    def _next(self, step: int, state: State) -> State:
+        """The state after ``step + 1`` steps, from ``state`` after ``step``: kept (the head,
+        a checkpoint), else computed (replaying a step a thinned trajectory did not keep, or
+        growing it). A window of kept steps (an audit's step N and its neighbours) is read,
+        not replayed: each pass's counts computed 3-5 of its steps twice."""
+        after = step + 1
+        head, kept = self._head
+        if after == head:
+            return kept
+        if after < head and after in self.checkpoints:
+            params, opt_state = self.checkpoints[after]
+            return _widened(params), _widened(opt_state)
+        return self._advance(step, state)
 
     @contextlib.contextmanager
     def _held(self) -> Iterator[None]:

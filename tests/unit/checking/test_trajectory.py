@@ -492,6 +492,25 @@ def test_checkpoints_replay_the_states_of_a_straight_run(monkeypatch: pytest.Mon
         assert calls[0] - before < fresh.every
 
 
+def test_a_window_of_kept_steps_is_read_not_replayed() -> None:
+    """Steps the trajectory keeps (every checkpoint and the head) are read back: an audit's
+    window of step N and its neighbours, asked after a later count took the head past it,
+    computes nothing (it replayed each step after the window's first before)."""
+    ctx = context(adam(0.01))
+    calls = counted(ctx)
+    walked = ctx.reference.trajectory(adam(0.01), ctx.params, ctx.inputs, ctx.dtype)
+    walked.state(40)
+    assert calls[0] == 40
+    window = walked.states(31, 33)
+    wide = walked.states(24, 40)
+    assert calls[0] == 40
+    fresh = context(adam(0.01))
+    for n, state in {**window, **wide}.items():
+        expected = fresh.reference.train(adam(0.01), fresh.params, {}, fresh.inputs, n,
+                                         fresh.dtype)
+        assert_same_state(state, expected[1:], f"step {n}")
+
+
 def test_the_trajectory_leaves_the_value_cache_alone() -> None:
     ctx = context(momentum(0.05))
     ref = ctx.reference
