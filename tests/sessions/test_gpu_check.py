@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -37,13 +36,6 @@ needs_frameworks = pytest.mark.skipif(
     any(importlib.util.find_spec(m) is None for m in ("torch", "jax"))
     or shutil.which("bash") is None or shutil.which("timeout") is None,
     reason="the quick run needs torch, jax, bash and coreutils' timeout")
-
-
-def run_script(out: Path, *args: str) -> tuple[int, str]:
-    env = {**os.environ, "PYTHON": sys.executable}
-    done = subprocess.run(["bash", str(SCRIPT), *args, "--out", str(out)], env=env,
-                          capture_output=True, text=True, timeout=600, check=False)
-    return done.returncode, done.stdout + done.stderr
 
 
 @background.session("quick_cpu_run")
@@ -80,9 +72,47 @@ def test_the_quick_cpu_run_passes_and_writes_its_files(quick_cpu_run: background
     assert environment["pytest_mlbench"].startswith(str(ROOT)), environment  # the tree's code
 
 
+# the GPU run and the GPU session on this machine without a GPU, in the background too: each
+# starts torch and JAX (5-9 s of the test line's main thread each, waiting)
+NO_GPU_SESSION = ["suites", "-m", "mlbench_main", "-k", "mlp-torch-eager- or mlp-jax-jit-",
+                  "--mlbench-device=gpu", "--mlbench-precision=fp32,tf32",
+                  "--mlbench-frameworks=torch,jax", "--mlbench-workers=1", "--benchmark-disable",
+                  "--mlbench-size=smoke", "--mlbench-threads=1", "-rs", "-p", "no:cacheprovider"]
+
+
+def _unless_skipped(command: Command) -> Command:
+    """``command``, or nothing where needs_frameworks skips the tests that read it."""
+    if needs_frameworks.args[0]:
+        return Command([], ROOT, program=(sys.executable, "-c", "pass"))
+    return command
+
+
+@background.session("gpu_run_without_gpu")
+def gpu_run_without_gpu_command(folder: Path) -> Command:
+    return _unless_skipped(Command(["--device=gpu", "--quick", "--out", str(folder)], ROOT,
+                                   env={"PYTHON": sys.executable}, program=("bash", str(SCRIPT))))
+
+
+@pytest.fixture
+def gpu_run_without_gpu(tmp_path_factory: pytest.TempPathFactory) -> background.Done:
+    return background.result("gpu_run_without_gpu", tmp_path_factory)
+
+
+@background.session("gpu_session_without_gpu")
+def gpu_session_without_gpu_command(folder: Path) -> Command:
+    return _unless_skipped(Command(NO_GPU_SESSION, ROOT))
+
+
+@pytest.fixture
+def gpu_session_without_gpu(tmp_path_factory: pytest.TempPathFactory) -> background.Done:
+    return background.result("gpu_session_without_gpu", tmp_path_factory)
+
+
 @needs_frameworks
-def test_a_gpu_run_without_a_gpu_fails_saying_what_is_missing(tmp_path: Path) -> None:
-    rc, out = run_script(tmp_path, "--device=gpu", "--quick")
+def test_a_gpu_run_without_a_gpu_fails_saying_what_is_missing(
+        gpu_run_without_gpu: background.Done) -> None:
+    rc, out, tmp_path = (gpu_run_without_gpu.returncode, gpu_run_without_gpu.output,
+                         gpu_run_without_gpu.folder)
     assert rc == 1, out
     for line in ("probe: torch sees no CUDA device", "probe: jax sees no gpu device",
                  "gpu_check: neither torch nor JAX sees a GPU: no session run",
@@ -93,18 +123,12 @@ def test_a_gpu_run_without_a_gpu_fails_saying_what_is_missing(tmp_path: Path) ->
 
 
 @needs_frameworks
-def test_gpu_cases_skip_cleanly_where_there_is_no_gpu() -> None:
+def test_gpu_cases_skip_cleanly_where_there_is_no_gpu(
+        gpu_session_without_gpu: background.Done) -> None:
     """What a session asked for a GPU does on a machine without one: each case a skip naming
     what its framework does not see, no error, exit 0."""
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "suites", "-m", "mlbench_main", "-k",
-         "mlp-torch-eager- or mlp-jax-jit-", "--mlbench-device=gpu",
-         "--mlbench-precision=fp32,tf32", "--mlbench-frameworks=torch,jax", "--mlbench-workers=1",
-         "--benchmark-disable", "--mlbench-size=smoke", "--mlbench-threads=1", "-rs",
-         "-p", "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True, timeout=300,
-        check=False)
-    out = done.stdout + done.stderr
-    assert done.returncode == 0, out
+    out = gpu_session_without_gpu.output
+    assert gpu_session_without_gpu.returncode == 0, out
     assert "4 skipped" in out and "error" not in out.lower(), out
     for reason in ("no gpu visible to torch (torch.cuda.is_available() is False)",
                    "no gpu visible to jax (jax.devices() has none)"):
