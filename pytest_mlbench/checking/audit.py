@@ -53,12 +53,13 @@ AHEAD = ("; each step's batch is sent with its round, so work done ahead (in bui
 
 def audit(ctx: Context, round_no: int, calls: int, before: Any, after: Any,
           call: int | None, key: int | None = None, batches: Sequence[int] | None = None,
-          secret: int | None = None) -> str | None:
+          secret: int | None = None, count: bool = True) -> str | None:
     """An audited round did the reference's work: ``calls`` optimizer steps from the state it
     started in, each on its batch (``batches``: the keys sent with the round; ``secret``: the
     pass's data secret they were drawn from), or the right result for the probe of its call
     ``call`` (probe ``key``, the secret the parent sent with the round). Returns why the
-    round's count from the seeded start was not judged, if it was not (audit_step_count)."""
+    round's count from the seeded start was not judged, if it was not (audit_step_count;
+    ``count`` False: the round's own steps alone, where the count was already asked)."""
     label = (f"{ctx.where} timed round {round_no} (audited): the implementation did less or "
              "different work while timed than the checked steps showed;")
     try:
@@ -69,7 +70,7 @@ def audit(ctx: Context, round_no: int, calls: int, before: Any, after: Any,
                     where=f"{label} {calls} step(s) from the round's start")
             except AssertionError as exc:
                 raise AssertionError(f"{exc}{AHEAD if batches else ''}") from None
-            return audit_step_count(ctx, after, where=label, secret=secret)
+            return audit_step_count(ctx, after, where=label, secret=secret) if count else None
         assert call is not None
         index = round_no * calls + call if key is None else key
         check_output(ctx, after, index, f"of call {call} (probe {index})", where=label)

@@ -538,7 +538,8 @@ class CaseRun:
         self.kept.update(self._fetch_rounds({last - 1: None}))
         found = self.schedule.audited(last, self.ledger.round_calls.get(last, self.calls))
         audit.audit(self.ctx, last, found.calls, self.kept[last - 1], self.kept[last],
-                    found.call, found.key, found.batches, self.schedule.data_secret)
+                    found.call, found.key, found.batches, self.schedule.data_secret,
+                    count=False)  # the count was just asked: not its companions or budget again
 
     def close(self) -> None:
         if self.handle is not None:
